@@ -1,0 +1,1 @@
+"""lightrag-ray: LightRAG (graph-based retrieval-augmented generation) on Ray."""

@@ -1,0 +1,146 @@
+"""`lightrag-ray` command line: index documents, show workspace status."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from lightrag_ray.config import ENV_PREFIX, load_settings
+
+_INDEX_EPILOG = f"""\
+Settings come from (lowest to highest): built-in defaults, --config YAML, environment
+variables {ENV_PREFIX}SECTION__FIELD (e.g. {ENV_PREFIX}LLM__BASE_URL), then these flags.
+
+Examples:
+  lightrag-ray index book.txt --workspace ws --llm-base-url http://127.0.0.1:8000/v1
+  lightrag-ray index docs/ more.jsonl --workspace ws --config lightrag.yaml
+
+Running the same command again is safe: processed documents are skipped, extracted
+chunks come from the workspace cache, and failed chunks are retried.
+"""
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workspace", "-w", help="workspace directory or URI (default ./lightrag_workspace)")
+    parser.add_argument("--config", "-c", help="YAML settings file (see docs/configuration.md)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lightrag-ray",
+        description="LightRAG (graph-based RAG) on Ray: build a knowledge graph from documents and query it.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    index = sub.add_parser(
+        "index", help="index files or folders into a workspace",
+        description="Chunk, extract entities and relations with the LLM, merge them into the "
+        "sharded graph and store vectors in Milvus.",
+        epilog=_INDEX_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    index.add_argument("paths", nargs="+", metavar="PATH",
+                       help="files or folders (.txt .md .json .jsonl .parquet), local or s3://...")
+    _add_common(index)
+    llm = index.add_argument_group("LLM")
+    llm.add_argument("--llm-backend", choices=["openai", "transformers", "vllm", "none"],
+                     help="openai = any OpenAI-compatible server (vLLM, Ollama, ...); transformers = local "
+                     "model in Ray actors; vllm = ray.data.llm on GPUs")
+    llm.add_argument("--llm-base-url", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 "
+                     "(implies --llm-backend openai)")
+    llm.add_argument("--llm-model", help="model name (server) or HF id / local path / .gguf file")
+    llm.add_argument("--llm-concurrency", type=int, help="LLM requests in flight per extraction actor (16)")
+    llm.add_argument("--llm-timeout", type=float, help="seconds per LLM request before retrying (120)")
+    pipe = index.add_argument_group("pipeline")
+    pipe.add_argument("--extraction-actors", type=int, help="extraction actors (2)")
+    pipe.add_argument("--gleaning", type=int, help="extra 'anything missed?' rounds per chunk (1)")
+    pipe.add_argument("--chunk-tokens", type=int, help="tokens per chunk (1200)")
+    pipe.add_argument("--overlap-tokens", type=int, help="tokens of overlap between chunks (100)")
+    pipe.add_argument("--shards", type=int, help="graph shard actors; fixed per workspace (2)")
+    pipe.add_argument("--milvus-uri", help="Milvus server URI; default a Milvus Lite file in the workspace")
+    pipe.add_argument("--ray-address", help="Ray cluster address (default: start or join a local one)")
+    pipe.add_argument("--quiet", "-q", action="store_true", help="no progress output")
+
+    status = sub.add_parser("status", help="show what a workspace holds",
+                            description="Documents by status, chunk/entity/relation counts, graph version.")
+    _add_common(status)
+    return parser
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """Nested settings from the flags that were given."""
+    pairs = {
+        ("workspace",): args.workspace,
+        ("llm", "backend"): getattr(args, "llm_backend", None),
+        ("llm", "base_url"): getattr(args, "llm_base_url", None),
+        ("llm", "model"): getattr(args, "llm_model", None),
+        ("llm", "max_concurrency"): getattr(args, "llm_concurrency", None),
+        ("llm", "timeout_s"): getattr(args, "llm_timeout", None),
+        ("extraction", "actors"): getattr(args, "extraction_actors", None),
+        ("extraction", "gleaning_rounds"): getattr(args, "gleaning", None),
+        ("chunking", "chunk_tokens"): getattr(args, "chunk_tokens", None),
+        ("chunking", "overlap_tokens"): getattr(args, "overlap_tokens", None),
+        ("graph", "num_shards"): getattr(args, "shards", None),
+        ("vectors", "uri"): getattr(args, "milvus_uri", None),
+        ("ray", "address"): getattr(args, "ray_address", None),
+    }
+    if getattr(args, "llm_base_url", None) and not getattr(args, "llm_backend", None):
+        pairs[("llm", "backend")] = "openai"
+    tree: dict[str, Any] = {}
+    for path, value in pairs.items():
+        if value is None:
+            continue
+        node = tree
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    return tree
+
+
+def _print(result: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+        return
+    for key, value in result.items():
+        if key == "errors":
+            for error in value:
+                print(f"error: {error['file_path']}: {error['error']}")
+        else:
+            print(f"{key}: {value}")
+
+
+def _index(args: argparse.Namespace) -> int:
+    from lightrag_ray.pipeline import index_paths, print_progress
+
+    settings = load_settings(args.config, _overrides(args))
+    if settings.llm.backend == "none" and settings.extraction.mode == "llm":
+        print("error: no LLM configured. Pass --llm-base-url http://HOST:PORT/v1 (any OpenAI-compatible "
+              f"server) or set {ENV_PREFIX}LLM__BASE_URL, or choose --llm-backend transformers.", file=sys.stderr)
+        return 2
+    report = index_paths(args.paths, settings, progress=None if args.quiet else print_progress)
+    _print(report.to_dict(), args.json)
+    return 1 if report.errors else 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from lightrag_ray.status import workspace_status
+
+    settings = load_settings(args.config, _overrides(args))
+    _print(workspace_status(settings.workspace), args.json)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `lightrag-ray` console script."""
+    args = _parser().parse_args(argv)
+    try:
+        return {"index": _index, "status": _status}[args.command](args)
+    except (FileNotFoundError, ValueError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

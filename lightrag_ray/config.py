@@ -1,0 +1,170 @@
+"""Configuration: one pydantic model, loadable from YAML and ``LIGHTRAG_RAY__*`` env vars.
+
+Every field has a default that runs offline on a laptop (local Ray, Milvus Lite,
+the packaged MiniLM embedder). Nested fields are set from the environment with a
+double underscore, e.g. ``LIGHTRAG_RAY__LLM__BASE_URL=http://127.0.0.1:8000/v1``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+ENV_PREFIX = "LIGHTRAG_RAY__"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ChunkingConfig(_Section):
+    """Token-window chunking."""
+
+    chunk_tokens: int = Field(1200, gt=0, description="Tokens per chunk.")
+    overlap_tokens: int = Field(100, ge=0, description="Tokens shared by neighbouring chunks.")
+    encoding: str = Field("cl100k_base", description="tiktoken encoding name.")
+
+
+class LLMConfig(_Section):
+    """Which LLM answers extraction, summary, keyword and answer prompts."""
+
+    backend: Literal["openai", "transformers", "vllm", "none"] = Field(
+        "none",
+        description="openai = any OpenAI-compatible HTTP server; transformers = local model "
+        "in Ray actors; vllm = ray.data.llm on GPU nodes; none = no LLM (fast extraction).",
+    )
+    model: str = Field("default", description="Model name sent to the server, or HF id / local path / .gguf file.")
+    base_url: str = Field("http://127.0.0.1:8000/v1", description="OpenAI-compatible base URL.")
+    api_key: str = Field("EMPTY", description="Bearer token for the OpenAI-compatible server.")
+    max_concurrency: int = Field(16, gt=0, description="Requests in flight per extraction actor.")
+    timeout_s: float = Field(120.0, gt=0, description="Timeout of one request.")
+    max_retries: int = Field(4, ge=0, description="Retries on 429, 5xx, timeouts and connection errors.")
+    backoff_s: float = Field(1.0, ge=0, description="First retry delay; doubles on each retry.")
+    temperature: float = 0.0
+    max_tokens: int = Field(2048, gt=0, description="Upper bound on generated tokens per call.")
+    gguf_file: str | None = Field(None, description="GGUF file name inside `model` (transformers backend).")
+    device: str = Field("cpu", description="torch device for the transformers backend.")
+
+
+class ExtractionConfig(_Section):
+    """Entity/relation extraction from chunks."""
+
+    mode: Literal["llm", "fast"] = Field("llm", description="llm = prompt the LLM; fast = no-LLM heuristics.")
+    entity_types: list[str] = Field(
+        default_factory=lambda: ["person", "organization", "location", "event", "concept", "object"],
+        description="Entity types the prompt asks for.",
+    )
+    language: str = Field("English", description="Language of extracted descriptions.")
+    gleaning_rounds: int = Field(1, ge=0, description="Extra 'anything missed?' rounds per chunk.")
+    actors: int = Field(2, gt=0, description="Extraction actors in the Ray Data pool.")
+    num_cpus: float = Field(0.25, gt=0, description="CPUs reserved per extraction actor.")
+    num_gpus: float = Field(0.0, ge=0, description="GPUs per extraction actor (transformers/vllm).")
+
+
+class EmbeddingConfig(_Section):
+    """Text embedding model."""
+
+    backend: Literal["sentence-transformers", "openai"] = "sentence-transformers"
+    model: str = Field("all-MiniLM-L6-v2", description="Packaged name, HF id or local path (or server model).")
+    base_url: str = Field("http://127.0.0.1:8000/v1", description="OpenAI-compatible embeddings URL.")
+    api_key: str = "EMPTY"
+    batch_size: int = Field(64, gt=0, description="Texts per embedding call.")
+    actors: int = Field(1, gt=0, description="Embedding actors in the Ray Data pool.")
+    num_cpus: float = Field(1.0, gt=0, description="CPUs per embedding actor (= torch threads).")
+    num_gpus: float = Field(0.0, ge=0)
+    device: str = "cpu"
+
+
+class GraphConfig(_Section):
+    """Sharded knowledge graph and LightRAG's merge rules."""
+
+    num_shards: int = Field(2, gt=0, description="Graph shard actors (fixed per workspace).")
+    num_cpus: float = Field(0.1, gt=0, description="CPUs per shard actor.")
+    summary_max_fragments: int = Field(8, gt=0, description="Summarise a description made of more fragments.")
+    summary_max_tokens: int = Field(1200, gt=0, description="Summarise a description longer than this.")
+    summary_target_tokens: int = Field(300, gt=0, description="Length asked of a summary.")
+    max_source_ids: int = Field(300, gt=0, description="Source chunk ids kept per entity/relation.")
+
+
+class VectorConfig(_Section):
+    """Milvus: a local path means Milvus Lite, http(s):// a Milvus server."""
+
+    uri: str | None = Field(None, description="Default: <workspace>/milvus.db (Milvus Lite).")
+    token: str = ""
+    db_name: str = "default"
+    collection_prefix: str = "lightrag"
+
+
+class RayConfig(_Section):
+    """How to reach Ray."""
+
+    address: str | None = Field(None, description="Ray address; None starts or joins a local cluster.")
+    namespace: str = "lightrag_ray"
+
+
+class Settings(_Section):
+    """All settings of lightrag-ray."""
+
+    workspace: str = Field("./lightrag_workspace", description="Workspace directory or URI.")
+    chunking: ChunkingConfig = Field(default_factory=ChunkingConfig)
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    extraction: ExtractionConfig = Field(default_factory=ExtractionConfig)
+    embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    graph: GraphConfig = Field(default_factory=GraphConfig)
+    vectors: VectorConfig = Field(default_factory=VectorConfig)
+    ray: RayConfig = Field(default_factory=RayConfig)
+
+    def milvus_uri(self) -> str:
+        """The Milvus URI, defaulting to a Milvus Lite file inside a local workspace."""
+        if self.vectors.uri:
+            return self.vectors.uri
+        if "://" in self.workspace and not self.workspace.startswith("file://"):
+            raise ValueError(
+                "workspace is remote; set vectors.uri to a Milvus server (http://host:19530)"
+            )
+        return str(Path(self.workspace.removeprefix("file://")) / "milvus.db")
+
+
+def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
+    """Turn ``LIGHTRAG_RAY__A__B=value`` into ``{"a": {"b": value}}`` (values parsed as YAML)."""
+    tree: dict[str, Any] = {}
+    for key, raw in environ.items():
+        if not key.startswith(ENV_PREFIX):
+            continue
+        path = key[len(ENV_PREFIX):].lower().split("__")
+        node = tree
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = yaml.safe_load(raw) if raw else raw
+    return tree
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_settings(
+    config_file: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    environ: dict[str, str] | None = None,
+) -> Settings:
+    """Settings from defaults < YAML file < environment < explicit overrides."""
+    data: dict[str, Any] = {}
+    if config_file:
+        text = Path(config_file).read_text(encoding="utf-8")
+        data = yaml.safe_load(text) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"{config_file}: expected a mapping of settings, got {type(data).__name__}")
+    data = _deep_merge(data, _env_overrides(dict(os.environ if environ is None else environ)))
+    data = _deep_merge(data, overrides or {})
+    return Settings.model_validate(data)

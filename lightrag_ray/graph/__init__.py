@@ -1,0 +1,1 @@
+"""The sharded knowledge graph: merge rules, shard actors, router."""

@@ -1,0 +1,311 @@
+"""The indexing pipeline: files -> chunks -> extraction -> sharded graph -> Milvus.
+
+Ray Data reads, chunks, extracts (LLM actor pool) and embeds (embedding actor pool);
+the driver streams extraction results into the graph shards as they arrive, so the
+LLM and the merge overlap. Every step is idempotent and keyed by content, so a run
+that died is simply run again: processed documents are skipped and extracted chunks
+come from the cache (``extractions/``) instead of the LLM.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import ray
+
+from lightrag_ray import doc_status, extraction_cache
+from lightrag_ray.chunking import chunk_text
+from lightrag_ray.config import Settings
+from lightrag_ray.documents import list_input_files, parse_file
+from lightrag_ray.embedding import EmbedBatch
+from lightrag_ray.graph.router import GraphRouter
+from lightrag_ray.llm_stages import ExtractChunks, SummarizeItems
+from lightrag_ray.ray_runtime import actor_pool, ensure_ray
+from lightrag_ray.records import EntityRecord, RelationRecord
+from lightrag_ray.vectors import VectorStoreActor
+from lightrag_ray.workspace import Workspace, WorkspaceMismatchError
+
+Progress = Callable[[str], None]
+
+
+def print_progress(message: str) -> None:
+    """Default progress sink: one line per step on stderr."""
+    print(f"[lightrag-ray] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class IndexReport:
+    """What one indexing run did."""
+
+    files: int = 0
+    docs_new: int = 0
+    docs_skipped: int = 0
+    docs_failed: int = 0
+    chunks: int = 0
+    chunks_cached: int = 0
+    chunks_extracted: int = 0
+    chunks_failed: int = 0
+    llm_requests: int = 0
+    records_dropped: int = 0
+    summaries: int = 0
+    vectors_upserted: int = 0
+    entities: int = 0
+    relations: int = 0
+    graph_version: int = 0
+    seconds: float = 0.0
+    errors: list[dict[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _manifest_settings(settings: Settings) -> dict[str, Any]:
+    return {
+        "embedding_model": f"{settings.embedding.backend}:{settings.embedding.model}",
+        "chunking": settings.chunking.model_dump(),
+        "num_shards": settings.graph.num_shards,
+    }
+
+
+def _read_documents(files: list[str]) -> ray.data.Dataset:
+    ds = ray.data.read_binary_files(files, include_paths=True)
+    return ds.flat_map(lambda row: parse_file(row["path"], row["bytes"])).materialize()
+
+
+def _records(rows: list[dict[str, Any]]) -> tuple[list[EntityRecord], list[RelationRecord]]:
+    entities: list[EntityRecord] = []
+    relations: list[RelationRecord] = []
+    for row in rows:
+        result = extraction_cache.from_row(row)
+        entities.extend(result.entities)
+        relations.extend(result.relations)
+    return entities, relations
+
+
+class IndexRun:
+    """One run of the pipeline over a set of input paths."""
+
+    def __init__(self, settings: Settings, progress: Progress | None = print_progress) -> None:
+        self.settings = settings
+        self.say = progress or (lambda _message: None)
+        self.report = IndexReport()
+        self.workspace = Workspace(settings.workspace)
+        self.manifest = self.workspace.check_manifest(_manifest_settings(settings))
+        self.settings_dict = settings.model_dump()
+
+    # ---- stages ---------------------------------------------------------------------
+    def _select_documents(self, docs: ray.data.Dataset) -> dict[str, dict[str, Any]]:
+        """Documents to index now (new or not yet processed); records per-file errors."""
+        known = doc_status.load(self.workspace)
+        todo: dict[str, dict[str, Any]] = {}
+        failures = []
+        for row in docs.select_columns(["doc_id", "file_path", "error"]).iter_rows():
+            if row["error"]:
+                failures.append({"doc_id": row["doc_id"], "file_path": row["file_path"], "status": doc_status.FAILED,
+                                 "error": row["error"], "chunks": 0})
+                self.report.errors.append({"file_path": row["file_path"], "error": row["error"]})
+            elif known.get(row["doc_id"], {}).get("status") == doc_status.PROCESSED or row["doc_id"] in todo:
+                self.report.docs_skipped += 1
+            else:
+                todo[row["doc_id"]] = row
+        if failures:
+            doc_status.update(self.workspace, failures)
+        self.report.docs_failed += len(failures)
+        return todo
+
+    def _chunk(self, docs: ray.data.Dataset, todo: dict[str, dict[str, Any]]) -> ray.data.Dataset:
+        chunking = self.settings.chunking
+        wanted = {doc: row["file_path"] for doc, row in todo.items()}
+
+        def chunk(row: dict[str, Any]) -> list[dict[str, Any]]:
+            if wanted.get(row["doc_id"]) != row["file_path"]:
+                return []
+            return chunk_text(
+                row["doc_id"], row["text"], chunk_tokens=chunking.chunk_tokens,
+                overlap_tokens=chunking.overlap_tokens, encoding=chunking.encoding, file_path=row["file_path"],
+            )
+
+        chunks = docs.flat_map(chunk).materialize()
+        if chunks.count():
+            chunks.write_parquet(self.workspace.path("chunks"), filesystem=self.workspace.fs)
+        return chunks
+
+    def _extract(self, chunks: ray.data.Dataset, router: GraphRouter) -> dict[str, list[str]]:
+        """Merge cached extractions, extract the rest; returns errors per doc."""
+        fingerprint = extraction_cache.extraction_fingerprint(self.settings)
+        cache = extraction_cache.load_cache(self.workspace, fingerprint)
+        ids = [row["chunk_id"] for row in chunks.select_columns(["chunk_id"]).iter_rows()]
+        cached = [cache[c] for c in ids if c in cache]
+        self.report.chunks_cached = len(cached)
+        for start in range(0, len(cached), 500):
+            router.apply(*_records(cached[start : start + 500]))
+        missing = set(ids) - cache.keys()
+        errors: dict[str, list[str]] = defaultdict(list)
+        if not missing:
+            return errors
+        self.say(f"extracting {len(missing)} chunks ({len(cached)} from cache)")
+        ex, llm = self.settings.extraction, self.settings.llm
+        extracted = chunks.filter(lambda row: row["chunk_id"] in missing).map_batches(
+            ExtractChunks,
+            fn_constructor_kwargs={"settings": self.settings_dict},
+            batch_size=llm.max_concurrency,
+            **actor_pool(ex.actors, ex.num_cpus, ex.num_gpus),
+        )
+        for batch in extracted.iter_batches(batch_size=None, batch_format="pandas"):
+            rows = batch.to_dict("records")
+            for row in rows:
+                self.report.llm_requests += int(row["requests"])
+                if row["error"]:
+                    errors[row["doc_id"]].append(row["error"])
+                    self.report.chunks_failed += 1
+            good = [row for row in rows if not row["error"]]
+            self.report.chunks_extracted += len(good)
+            self.report.records_dropped += sum(int(row["dropped"]) for row in good)
+            router.apply(*_records(good))
+        return errors
+
+    def _summarize(self, router: GraphRouter) -> None:
+        graph = self.settings.graph
+        todo = router.pending_summaries(graph.summary_max_fragments, graph.summary_max_tokens)
+        if not todo or self.settings.llm.backend == "none":
+            return
+        self.say(f"summarising {len(todo)} long descriptions")
+        ex = self.settings.extraction
+        results = ray.data.from_items(todo).map_batches(
+            SummarizeItems,
+            fn_constructor_kwargs={"settings": self.settings_dict},
+            batch_size=self.settings.llm.max_concurrency,
+            **actor_pool(ex.actors, ex.num_cpus, ex.num_gpus),
+        ).take_all()
+        summaries = {row["hash"]: row["summary"] for row in results if not row["error"]}
+        failed = len(results) - len(summaries)
+        if failed:
+            self.say(f"{failed} summaries failed; their descriptions stay unsummarised")
+        self.report.summaries = len(summaries)
+        router.add_summaries(summaries)
+
+    def _embed(self, chunks: ray.data.Dataset, router: GraphRouter) -> None:
+        changes = router.take_changes()
+        items = [
+            {"kind": "entities", "id": e["id"], "text": f"{e['name']}\n{e['description']}",
+             "meta": json.dumps({"name": e["name"], "key": e["key"], "type": e["type"]})}
+            for e in changes["entities"]
+        ] + [
+            {"kind": "relations", "id": r["id"],
+             "text": f"{r['keywords']}\t{r['source']}\t{r['target']}\n{r['description']}",
+             "meta": json.dumps({k: r[k] for k in ("source", "target", "source_key", "target_key", "keywords")})}
+            for r in changes["relations"]
+        ]
+
+        def chunk_item(row: dict[str, Any]) -> dict[str, Any]:
+            meta = {"doc_id": row["doc_id"], "file_path": row["file_path"], "order": row["order"], "text": row["text"]}
+            return {"kind": "chunks", "id": row["chunk_id"], "text": row["text"], "meta": json.dumps(meta)}
+
+        dataset = chunks.map(chunk_item)
+        if items:
+            dataset = dataset.union(ray.data.from_items(items))
+        emb = self.settings.embedding
+        embedded = dataset.map_batches(
+            EmbedBatch, fn_constructor_kwargs={"config": emb}, batch_size=emb.batch_size * 4,
+            **actor_pool(emb.actors, emb.num_cpus, emb.num_gpus),
+        )
+        store = None
+        for batch in embedded.iter_batches(batch_size=1024, batch_format="pandas"):
+            if store is None:
+                store = self._vector_store(len(batch["vector"].iloc[0]))
+            by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for row in batch.to_dict("records"):
+                by_kind[row["kind"]].append({"id": row["id"], "vector": row["vector"], **json.loads(row["meta"])})
+            ray.get([store.upsert.remote(kind, rows) for kind, rows in by_kind.items()])
+            self.report.vectors_upserted += len(batch)
+        if changes["removed"]:
+            store = store or self._vector_store(self.manifest["embedding_dim"])
+            for kind, prefix in (("entities", "ent-"), ("relations", "rel-")):
+                ray.get(store.delete.remote(kind, [i for i in changes["removed"] if i.startswith(prefix)]))
+        if store is not None:
+            ray.get(store.close.remote())
+            ray.kill(store)
+
+    def _vector_store(self, dim: int):
+        recorded = self.manifest.get("embedding_dim")
+        if recorded not in (None, dim):
+            raise WorkspaceMismatchError(
+                f"workspace vectors have dimension {recorded}, the embedding model gives {dim}"
+            )
+        self.manifest["embedding_dim"] = dim
+        vec = self.settings.vectors
+        return VectorStoreActor.options(num_cpus=0.1).remote(
+            self.settings.milvus_uri(), dim, vec.collection_prefix, vec.token, vec.db_name
+        )
+
+    # ---- the run --------------------------------------------------------------------
+    def run(self, paths: list[str]) -> IndexReport:
+        """Index ``paths`` into the workspace and return what happened."""
+        started = time.monotonic()
+        ensure_ray(self.settings)
+        files = list_input_files(paths)
+        self.report.files = len(files)
+        if not files:
+            raise FileNotFoundError(f"no supported files (.txt .md .json .jsonl .parquet) under {paths}")
+        self.say(f"reading {len(files)} files")
+        docs = _read_documents(files)
+        todo = self._select_documents(docs)
+        self.report.docs_new = len(todo)
+        if not todo:
+            self.say(f"nothing new to index ({self.report.docs_skipped} documents already processed)")
+            self.report.graph_version = int(self.manifest.get("graph_version", 0))
+            self.report.entities = int(self.manifest.get("entities", 0))
+            self.report.relations = int(self.manifest.get("relations", 0))
+            self.report.seconds = round(time.monotonic() - started, 2)
+            return self.report
+        router = GraphRouter(self.settings.workspace, self.settings.graph)
+        try:
+            chunks = self._chunk(docs, todo)
+            self.report.chunks = chunks.count()
+            self.say(f"{len(todo)} documents to index, {self.report.chunks} chunks")
+            errors = self._extract(chunks, router)
+            self._summarize(router)
+            self._embed(chunks, router)
+            router.save()
+            self._finish(chunks, todo, errors, router)
+        finally:
+            router.close()
+        self.report.seconds = round(time.monotonic() - started, 2)
+        return self.report
+
+    def _finish(self, chunks: ray.data.Dataset, todo: dict, errors: dict[str, list[str]], router: GraphRouter) -> None:
+        per_doc: dict[str, int] = defaultdict(int)
+        for row in chunks.select_columns(["doc_id"]).iter_rows():
+            per_doc[row["doc_id"]] += 1
+        changes = []
+        for doc, row in todo.items():
+            failed = errors.get(doc, [])
+            error = ""
+            if failed:
+                error = (f"{len(failed)} of {per_doc[doc]} chunks failed (first: {failed[0]}); "
+                         "run the same command again to retry them")
+                self.report.errors.append({"file_path": row["file_path"], "error": error})
+            changes.append({
+                "doc_id": doc, "file_path": row["file_path"], "chunks": per_doc[doc],
+                "status": doc_status.FAILED if failed else doc_status.PROCESSED, "error": error,
+            })
+        self.report.docs_failed += sum(1 for c in changes if c["status"] == doc_status.FAILED)
+        doc_status.update(self.workspace, changes)
+        extraction_cache.compact(self.workspace)
+        counts = router.counts()
+        self.report.entities, self.report.relations = counts["entities"], counts["relations"]
+        self.manifest["graph_version"] = int(self.manifest.get("graph_version", 0)) + 1
+        self.manifest.update(counts)
+        self.workspace.write_manifest(self.manifest)
+        self.report.graph_version = self.manifest["graph_version"]
+
+
+def index_paths(paths: list[str], settings: Settings, progress: Progress | None = print_progress) -> IndexReport:
+    """Index files or folders into ``settings.workspace`` (incremental and resumable)."""
+    return IndexRun(settings, progress).run(paths)

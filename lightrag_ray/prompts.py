@@ -1,0 +1,82 @@
+"""Prompt texts, written for lightrag-ray.
+
+The extraction output format is LightRAG's record format so that models tuned on it
+work unchanged: one record per line, fields separated by ``<|#|>``, the answer ended
+by ``<|COMPLETE|>``. Each prompt opens with a distinct heading (``*_HEADING``) so logs,
+and the scripted test LLM, can tell the kinds of request apart.
+"""
+
+from __future__ import annotations
+
+FIELD_SEP = "<|#|>"
+COMPLETE = "<|COMPLETE|>"
+
+EXTRACT_HEADING = "## Knowledge graph extraction"
+GLEAN_HEADING = "## Missed records"
+SUMMARY_HEADING = "## Description merge"
+
+_EXTRACT_SYSTEM = f"""{EXTRACT_HEADING}
+You read a passage and write down the entities it names and the relations it states
+between them, so that they can be merged into a knowledge graph.
+
+Entities: things the passage names that a reader could ask about, of one of these
+types: {{entity_types}} (use "other" when none fits). For each, write one line:
+entity{FIELD_SEP}<name>{FIELD_SEP}<type>{FIELD_SEP}<what the passage says about it>
+
+Relations: pairs of entities from your list that the passage connects. For each pair,
+write one line:
+relation{FIELD_SEP}<source name>{FIELD_SEP}<target name>{FIELD_SEP}<a few comma-separated theme keywords>{FIELD_SEP}<how they are connected, according to the passage>
+
+Rules:
+- Use the names as the passage writes them, in title case for proper names.
+- Descriptions rely only on the passage, in {{language}}, one or two sentences each.
+- No headings, numbering or commentary; write {COMPLETE} on the last line.
+"""
+
+_EXTRACT_USER = """Passage:
+<input_text>
+{text}
+</input_text>
+Write the records now."""
+
+_GLEAN_USER = f"""{GLEAN_HEADING}
+Read the passage again. Write only entities and relations you did not list yet,
+in the same line format. If nothing is missing, write just {COMPLETE}."""
+
+_SUMMARY_USER = f"""{SUMMARY_HEADING}
+Several passages describe the {{kind}} "{{name}}". Merge these descriptions into one
+coherent description in {{language}} of at most {{max_tokens}} tokens. Keep every
+distinct fact, resolve contradictions by stating both, and do not invent anything.
+Reply with the description only.
+
+Descriptions:
+{{fragments}}"""
+
+
+def extraction_messages(text: str, entity_types: list[str], language: str) -> list[dict[str, str]]:
+    """Chat messages asking for the entity/relation records of one chunk."""
+    system = _EXTRACT_SYSTEM.format(entity_types=", ".join(entity_types), language=language)
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": _EXTRACT_USER.format(text=text)},
+    ]
+
+
+def gleaning_messages(previous: list[dict[str, str]], previous_answer: str) -> list[dict[str, str]]:
+    """The conversation continued with one 'anything missed?' turn."""
+    return [
+        *previous,
+        {"role": "assistant", "content": previous_answer},
+        {"role": "user", "content": _GLEAN_USER},
+    ]
+
+
+def summary_messages(
+    kind: str, name: str, fragments: list[str], language: str, max_tokens: int
+) -> list[dict[str, str]]:
+    """Chat messages asking to merge description fragments of one entity or relation."""
+    listed = "\n".join(f"- {fragment}" for fragment in fragments)
+    content = _SUMMARY_USER.format(
+        kind=kind, name=name, language=language, max_tokens=max_tokens, fragments=listed
+    )
+    return [{"role": "user", "content": content}]

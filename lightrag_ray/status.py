@@ -1,0 +1,30 @@
+"""What a workspace holds, read from its files alone (no Ray, no Milvus lock)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lightrag_ray import doc_status
+from lightrag_ray.workspace import Workspace
+
+
+def workspace_status(uri: str) -> dict[str, Any]:
+    """Documents by status, chunk/entity/relation counts, graph version, failures."""
+    workspace = Workspace(uri)
+    if not workspace.exists("manifest.json"):
+        raise FileNotFoundError(f"{uri} is not a lightrag-ray workspace (no manifest.json); run `lightrag-ray index` first")
+    manifest = workspace.read_manifest()
+    docs = doc_status.load(workspace)
+    chunk_ids = {row["chunk_id"] for row in workspace.read_rows("chunks")}
+    return {
+        "workspace": uri,
+        "documents": doc_status.counts(docs),
+        "chunks": len(chunk_ids),
+        "entities": manifest.get("entities", 0),
+        "relations": manifest.get("relations", 0),
+        "graph_version": manifest.get("graph_version", 0),
+        "shards": manifest.get("num_shards"),
+        "embedding_model": manifest.get("embedding_model"),
+        "embedding_dim": manifest.get("embedding_dim"),
+        "errors": [{"file_path": d["file_path"], "error": d["error"]} for d in docs.values() if d["error"]],
+    }
