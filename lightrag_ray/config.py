@@ -139,7 +139,10 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
         node = tree
         for part in path[:-1]:
             node = node.setdefault(part, {})
-        node[path[-1]] = yaml.safe_load(raw) if raw else raw
+        value = yaml.safe_load(raw) if raw else raw
+        # Scalars YAML would type (12345, 0123 -> 83, yes -> True, dates) stay strings:
+        # pydantic converts them to the field's type, so str fields keep the exact text.
+        node[path[-1]] = value if value is None or isinstance(value, (str, list, dict)) else raw
     return tree
 
 

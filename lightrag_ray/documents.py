@@ -49,23 +49,27 @@ def list_input_files(paths: list[str]) -> list[str]:
 
 def decode_text(data: bytes) -> str:
     """Bytes -> text, or DocumentError for empty, binary or non-UTF-8 input."""
-    if not data.strip():
-        raise DocumentError("empty document: the file has no text to index")
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return data.decode("utf-16")
-    if b"\x00" in data[:8192]:
+        text = data.decode("utf-16")
+    elif b"\x00" in data[:8192]:
         raise DocumentError("binary file (NUL bytes found): convert it to text (.txt/.md) before indexing")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DocumentError(
-            f"not valid UTF-8 (byte {exc.start}): re-encode the file as UTF-8, "
-            "e.g. `iconv -f latin1 -t utf-8 FILE`"
-        ) from None
+    else:
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise DocumentError(
+                f"not valid UTF-8 (byte {exc.start}): re-encode the file as UTF-8, "
+                "e.g. `iconv -f latin1 -t utf-8 FILE`"
+            ) from None
+    if not text.strip():  # checked after decoding: a BOM alone is no text either
+        raise DocumentError("empty document: the file has no text to index")
+    return text
 
 
 def _record_text(record: Any) -> tuple[str | None, str]:
     """(name, text) of one JSON/parquet record."""
+    if isinstance(record, DocumentError):
+        raise record
     if isinstance(record, str):
         return None, record
     if isinstance(record, list) and all(isinstance(part, str) for part in record):
@@ -81,6 +85,14 @@ def _record_text(record: Any) -> tuple[str | None, str]:
     raise DocumentError(f"record has no text field (looked for {', '.join(TEXT_FIELDS)})")
 
 
+def _json_line(line: str) -> Any:
+    """One JSON Lines record, or the DocumentError that makes it an error row."""
+    try:
+        return json.loads(line)
+    except ValueError as exc:
+        return DocumentError(f"invalid JSON line: {exc}")
+
+
 def _records(path: str, data: bytes) -> list[tuple[str | None, Any]]:
     """(name, record) pairs of a record file."""
     lower = path.lower()
@@ -89,7 +101,7 @@ def _records(path: str, data: bytes) -> list[tuple[str | None, Any]]:
     text = decode_text(data)
     if lower.endswith((".jsonl", ".ndjson")):
         lines = [line for line in text.splitlines() if line.strip()]
-        return [(None, json.loads(line)) for line in lines]
+        return [(None, _json_line(line)) for line in lines]
     parsed = json.loads(text)
     if isinstance(parsed, dict) and not any(f in parsed for f in TEXT_FIELDS):
         return [(str(title), value) for title, value in parsed.items()]
@@ -122,5 +134,5 @@ def parse_file(path: str, data: bytes) -> list[dict[str, Any]]:
         return rows or [_row("", path, "no documents found in the file")]
     except DocumentError as exc:
         return [_row("", path, str(exc))]
-    except (ValueError, OSError) as exc:  # json/parquet syntax errors
+    except (ValueError, OSError, RecursionError) as exc:  # json/parquet syntax errors, deep nesting
         return [_row("", path, f"cannot parse {path}: {exc}")]

@@ -106,6 +106,7 @@ class ShardGraph:
     def remove_chunks(self, chunk_ids: set[str]) -> None:
         """Drop everything the given chunks said; items left with no mention vanish."""
         for a, b, data in list(self.graph.edges(data=True)):
+            a, b = sorted((a, b))
             if chunk_ids & data["mentions"].keys():
                 for chunk in chunk_ids & data["mentions"].keys():
                     del data["mentions"][chunk]

@@ -24,8 +24,8 @@ def save_snapshot(workspace: Workspace, shard: ShardGraph) -> None:
             "key_a": a, "key_b": b, "chunk_id": chunk, "keywords": m[0], "description": m[1],
             "weight": m[2], "file_path": m[3], "name_a": m[4], "name_b": m[5],
         }
-        for a, b, data in shard.graph.edges(data=True)
-        for chunk, mentions in data["mentions"].items()
+        for a, b in (sorted(edge) for edge in shard.graph.edges)
+        for chunk, mentions in shard.graph.edges[a, b]["mentions"].items()
         for m in mentions
     ]
     summary_rows = [{"hash": h, "summary": s} for h, s in shard.summaries.items()]

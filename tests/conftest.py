@@ -1,0 +1,79 @@
+"""Shared fixtures: one local Ray cluster per session, one scripted LLM server."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from pathlib import Path  # noqa: E402
+from typing import Any, Callable  # noqa: E402
+
+import pytest  # noqa: E402
+
+from lightrag_ray.config import Settings, load_settings  # noqa: E402
+from tests.scripted_llm import ScriptedLLM  # noqa: E402
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A real local Ray cluster shared by every test of the session."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, namespace="lightrag_ray", logging_level="WARNING")
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def llm_server():
+    """The scripted OpenAI-compatible LLM on 127.0.0.1 (one per session)."""
+    with ScriptedLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def llm(llm_server):
+    """The scripted LLM, with counts and failure rules reset for this test."""
+    llm_server.reset()
+    llm_server.clear_rules()
+    llm_server.latency_s = 0.0
+    yield llm_server
+    llm_server.clear_rules()
+    llm_server.latency_s = 0.0
+
+
+@pytest.fixture
+def make_settings(tmp_path, llm_server) -> Callable[..., Settings]:
+    """Settings for a fresh workspace under tmp_path, talking to the scripted LLM."""
+
+    def build(name: str = "ws", **overrides: Any) -> Settings:
+        base: dict[str, Any] = {
+            "workspace": str(tmp_path / name),
+            "llm": {"backend": "openai", "base_url": llm_server.url, "timeout_s": 5, "backoff_s": 0.05,
+                    "max_retries": 2},
+            "extraction": {"actors": 1, "num_cpus": 0.2},
+            "embedding": {"num_cpus": 0.5},
+        }
+        for key, value in overrides.items():
+            if isinstance(value, dict):
+                base[key] = {**base.get(key, {}), **value}
+            else:
+                base[key] = value
+        return load_settings(overrides=base, environ={})
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data, with a clear skip message if the checkout has no copy beside it."""
+    if not SHARED_DATA.exists():
+        pytest.fail(f"shared data not found at {SHARED_DATA}; the tests need ../shared/data beside the repo")
+    return SHARED_DATA

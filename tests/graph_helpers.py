@@ -1,0 +1,47 @@
+"""Helpers for integration tests: expected graphs from the scripted LLM, graph dumps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lightrag_ray.config import Settings
+from lightrag_ray.extraction import entity_key
+from lightrag_ray.graph.router import GraphRouter
+from tests.scripted_llm import derive_records
+
+PASSAGE_START, PASSAGE_END = "<input_text>\n", "\n</input_text>"
+
+
+def passages_sent(requests: list[tuple[str, list[dict[str, Any]]]]) -> list[str]:
+    """Chunk texts of the extraction requests the scripted LLM received."""
+    texts = []
+    for kind, messages in requests:
+        if kind == "extract":
+            content = messages[-1]["content"]
+            texts.append(content.split(PASSAGE_START, 1)[1].rsplit(PASSAGE_END, 1)[0])
+    return texts
+
+
+def expected_graph(passages: list[str]) -> tuple[set[str], set[frozenset[str]]]:
+    """Entity keys and relation key pairs that merging the LLM's answers must give."""
+    entities: set[str] = set()
+    relations: set[frozenset[str]] = set()
+    for passage in passages:
+        ents, rels = derive_records(passage)
+        entities.update(entity_key(e["name"]) for e in ents)
+        for rel in rels:
+            a, b = entity_key(rel["source"]), entity_key(rel["target"])
+            if a != b:
+                entities.update((a, b))
+                relations.add(frozenset((a, b)))
+    return entities, relations
+
+
+def dump_graph(settings: Settings) -> dict[str, list[dict[str, Any]]]:
+    """The whole stored graph of a workspace, loaded by fresh shard actors."""
+    router = GraphRouter(settings.workspace, settings.graph)
+    try:
+        return router.export()
+    finally:
+        router.close()
+

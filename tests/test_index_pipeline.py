@@ -1,0 +1,197 @@
+"""Indexing end to end: real Ray, Milvus Lite, MiniLM, scripted LLM over HTTP."""
+
+from __future__ import annotations
+
+import pytest
+
+from lightrag_ray import doc_status
+from lightrag_ray.extraction import entity_key
+from lightrag_ray.pipeline import index_paths
+from lightrag_ray.vectors import MilvusStore
+from lightrag_ray.workspace import Workspace, WorkspaceMismatchError
+from tests.graph_helpers import dump_graph, expected_graph, passages_sent
+
+DOC_A = """Ebenezer Scrooge kept his counting house in London. Bob Cratchit worked for Ebenezer Scrooge.
+Jacob Marley was the partner of Ebenezer Scrooge. Tiny Tim was the son of Bob Cratchit.
+Bob Cratchit loved Tiny Tim and his wife Martha Cratchit."""
+
+DOC_B = """Fred Holywell invited Ebenezer Scrooge to dinner in London. Bob Cratchit walked home.
+Ebenezer Scrooge later raised the salary of Bob Cratchit. Fezziwig trained Ebenezer Scrooge."""
+
+
+def _write(folder, name, text):
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_christmas_carol_graph_matches_llm_records_and_rerun_is_free(ray_cluster, llm, make_settings, shared_data):
+    settings = make_settings()
+    book = shared_data / "christmas_carol" / "mock_data.txt"
+
+    report = index_paths([str(book)], settings, progress=None)
+
+    assert report.docs_new == 1 and report.chunks_failed == 0 and not report.errors
+    passages = passages_sent(llm.requests)
+    assert len(passages) == report.chunks == report.chunks_extracted > 30
+    counts = llm.counts()
+    assert counts["extract"] == report.chunks and counts["glean"] == report.chunks  # one gleaning round
+    want_entities, want_relations = expected_graph(passages)
+    assert (report.entities, report.relations) == (len(want_entities), len(want_relations))
+    graph = dump_graph(settings)
+    assert {e["key"] for e in graph["entities"]} == want_entities
+    assert {frozenset((r["source_key"], r["target_key"])) for r in graph["relations"]} == want_relations
+    # long descriptions were summarised by the LLM, once per distinct fragment set
+    assert report.summaries > 0 and counts["summary"] >= report.summaries
+    scrooge = next(e for e in graph["entities"] if e["key"] == entity_key("Scrooge"))
+    assert scrooge["description"].startswith("Summary of") and len(scrooge["source_ids"]) > 8
+
+    store = MilvusStore(settings.milvus_uri(), 384)
+    try:
+        assert store.count("entities") == report.entities
+        assert store.count("relations") == report.relations
+        assert store.count("chunks") == report.chunks
+    finally:
+        store.close()
+
+    llm.reset()
+    again = index_paths([str(book)], settings, progress=None)
+    assert llm.counts() == {} and again.docs_skipped == 1 and again.docs_new == 0
+    assert again.graph_version == report.graph_version
+    assert dump_graph(settings) == graph
+
+
+def test_second_document_merges_without_reextracting_the_first(ray_cluster, llm, make_settings, tmp_path):
+    settings = make_settings()
+    corpus = tmp_path / "corpus"
+    _write(corpus, "a.txt", DOC_A)
+    first = index_paths([str(corpus)], settings, progress=None)
+    before = dump_graph(settings)
+    assert first.docs_new == 1 and llm.counts()["extract"] == first.chunks
+
+    llm.reset()
+    _write(corpus, "b.txt", DOC_B)
+    second = index_paths([str(corpus)], settings, progress=None)
+
+    assert second.docs_new == 1 and second.docs_skipped == 1
+    sent = passages_sent(llm.requests)
+    assert len(sent) == second.chunks and all("Fezziwig" in p for p in sent)  # only b.txt's chunk
+    after = dump_graph(settings)
+    key = entity_key("Ebenezer Scrooge")
+    old = next(e for e in before["entities"] if e["key"] == key)
+    new = next(e for e in after["entities"] if e["key"] == key)
+    assert set(old["source_ids"]) < set(new["source_ids"])
+    pair = {entity_key("Ebenezer Scrooge"), entity_key("Bob Cratchit")}
+    rel_before = next(r for r in before["relations"] if {r["source_key"], r["target_key"]} == pair)
+    rel_after = next(r for r in after["relations"] if {r["source_key"], r["target_key"]} == pair)
+    assert rel_after["weight"] == rel_before["weight"] + 1.0  # one more source chunk
+    assert second.graph_version == first.graph_version + 1
+
+
+def test_one_and_four_shards_give_the_same_graph(ray_cluster, llm, make_settings, tmp_path):
+    corpus = tmp_path / "corpus"
+    _write(corpus, "a.txt", DOC_A)
+    _write(corpus, "b.txt", DOC_B)
+    one = make_settings("one", graph={"num_shards": 1})
+    four = make_settings("four", graph={"num_shards": 4})
+    report_one = index_paths([str(corpus)], one, progress=None)
+    report_four = index_paths([str(corpus)], four, progress=None)
+    assert (report_one.entities, report_one.relations) == (report_four.entities, report_four.relations)
+    assert dump_graph(one) == dump_graph(four)
+
+
+def test_bad_files_get_clear_errors_and_the_rest_indexes(ray_cluster, llm, make_settings, tmp_path):
+    corpus = tmp_path / "corpus"
+    _write(corpus, "good.txt", DOC_A)
+    (corpus / "empty.txt").write_bytes(b"")
+    (corpus / "blob.txt").write_bytes(b"\x00\x01\x02binary\x00" * 20)
+    (corpus / "latin1.txt").write_bytes("Caf\xe9 de Fran\xe7ois".encode("latin-1"))
+    settings = make_settings()
+
+    report = index_paths([str(corpus)], settings, progress=None)
+
+    errors = {e["file_path"].rsplit("/", 1)[1]: e["error"] for e in report.errors}
+    assert set(errors) == {"empty.txt", "blob.txt", "latin1.txt"}
+    assert "empty" in errors["empty.txt"] and "binary" in errors["blob.txt"] and "UTF-8" in errors["latin1.txt"]
+    assert report.docs_new == 1 and report.entities > 0
+    statuses = doc_status.counts(doc_status.load(Workspace(settings.workspace)))
+    assert statuses == {doc_status.PROCESSED: 1, doc_status.FAILED: 3}
+
+
+def test_workspace_refuses_a_different_embedding_model(ray_cluster, llm, make_settings, tmp_path):
+    corpus = tmp_path / "corpus"
+    _write(corpus, "a.txt", DOC_A)
+    index_paths([str(corpus)], make_settings(), progress=None)
+    other = make_settings(embedding={"model": "some-other-model"})
+    with pytest.raises(WorkspaceMismatchError, match="embedding_model"):
+        index_paths([str(corpus)], other, progress=None)
+
+
+@pytest.fixture
+def small_corpus(tmp_path):
+    corpus = tmp_path / "corpus"
+    _write(corpus, "a.txt", DOC_A)
+    _write(corpus, "b.txt", DOC_B)
+    return corpus
+
+
+def test_llm_failures_are_recorded_retried_and_never_double_counted(
+    ray_cluster, llm, make_settings, small_corpus, tmp_path
+):
+    clean = make_settings("clean", chunking={"chunk_tokens": 40, "overlap_tokens": 5})
+    index_paths([str(small_corpus)], clean, progress=None)
+    chunk_count = llm.counts()["extract"]
+    assert chunk_count >= 4
+
+    llm.reset()
+    llm.add_rule(kind="extract", contains="Jacob Marley", action="malformed", times=1)
+    llm.add_rule(kind="extract", contains="Tiny Tim", action="429", times=10)  # beyond retries
+    llm.add_rule(kind="extract", contains="Fezziwig", action="500", times=10)
+    llm.add_rule(kind="extract", contains="Fred Holywell", action="timeout", times=10)
+    llm.timeout_sleep_s = 6  # client timeout is 5 s
+    flaky = make_settings("flaky", chunking={"chunk_tokens": 40, "overlap_tokens": 5},
+                          llm={"timeout_s": 1, "max_retries": 1})
+    first = index_paths([str(small_corpus)], flaky, progress=None)
+
+    assert first.chunks_failed >= 3 and first.chunks_extracted + first.chunks_failed == chunk_count
+    assert first.docs_failed == 2 and all("run the same command again" in e["error"] for e in first.errors)
+    docs = doc_status.load(Workspace(flaky.workspace))
+    assert {d["status"] for d in docs.values()} == {doc_status.FAILED}
+
+    llm.clear_rules()
+    llm.reset()
+    second = index_paths([str(small_corpus)], flaky, progress=None)
+    assert llm.counts()["extract"] == first.chunks_failed  # only the failed chunks are sent again
+    assert second.chunks_cached == first.chunks_extracted and second.docs_failed == 0
+    assert dump_graph(flaky) == dump_graph(clean)
+
+
+def test_killed_graph_shard_is_restarted_and_the_graph_is_unchanged(
+    ray_cluster, llm, make_settings, small_corpus, monkeypatch
+):
+    import ray
+
+    from lightrag_ray.graph import router as router_module
+
+    chunking = {"chunk_tokens": 40, "overlap_tokens": 5}
+    clean = make_settings("clean", chunking=chunking, graph={"num_shards": 2})
+    index_paths([str(small_corpus)], clean, progress=None)
+
+    killed = []
+    original_apply = router_module.GraphRouter.apply
+
+    def apply_then_kill(self, entities, relations):
+        original_apply(self, entities, relations)
+        if not killed:  # kill shard 0 right after the first merge reached it
+            ray.kill(self.shards[0], no_restart=False)
+            killed.append(True)
+
+    monkeypatch.setattr(router_module.GraphRouter, "apply", apply_then_kill)
+    disturbed = make_settings("disturbed", chunking=chunking, graph={"num_shards": 2})
+    report = index_paths([str(small_corpus)], disturbed, progress=None)
+    monkeypatch.undo()
+
+    assert killed and report.docs_failed == 0
+    assert dump_graph(disturbed) == dump_graph(clean)
+
