@@ -74,7 +74,7 @@ class EmbeddingConfig(_Section):
     api_key: str = "EMPTY"
     batch_size: int = Field(64, gt=0, description="Texts per embedding call.")
     actors: int = Field(1, gt=0, description="Embedding actors in the Ray Data pool.")
-    num_cpus: float = Field(1.0, gt=0, description="CPUs per embedding actor (= torch threads).")
+    num_cpus: float = Field(0.5, gt=0, description="CPUs per embedding actor.")
     num_gpus: float = Field(0.0, ge=0)
     device: str = "cpu"
 
@@ -104,6 +104,7 @@ class RayConfig(_Section):
 
     address: str | None = Field(None, description="Ray address; None starts or joins a local cluster.")
     namespace: str = "lightrag_ray"
+    task_cpus: float = Field(0.25, gt=0, description="CPUs per light Ray Data task (read, parse, chunk).")
 
 
 class Settings(_Section):

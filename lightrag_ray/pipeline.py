@@ -73,9 +73,9 @@ def _manifest_settings(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _read_documents(files: list[str]) -> ray.data.Dataset:
-    ds = ray.data.read_binary_files(files, include_paths=True)
-    return ds.flat_map(lambda row: parse_file(row["path"], row["bytes"])).materialize()
+def _read_documents(files: list[str], task_cpus: float) -> ray.data.Dataset:
+    ds = ray.data.read_binary_files(files, include_paths=True, ray_remote_args={"num_cpus": task_cpus})
+    return ds.flat_map(lambda row: parse_file(row["path"], row["bytes"]), num_cpus=task_cpus).materialize()
 
 
 def _records(rows: list[dict[str, Any]]) -> tuple[list[EntityRecord], list[RelationRecord]]:
@@ -131,9 +131,12 @@ class IndexRun:
                 overlap_tokens=chunking.overlap_tokens, encoding=chunking.encoding, file_path=row["file_path"],
             )
 
-        chunks = docs.flat_map(chunk).materialize()
+        chunks = docs.flat_map(chunk, num_cpus=self.settings.ray.task_cpus).materialize()
         if chunks.count():
-            chunks.write_parquet(self.workspace.path("chunks"), filesystem=self.workspace.fs)
+            chunks.write_parquet(
+                self.workspace.path("chunks"), filesystem=self.workspace.fs,
+                ray_remote_args={"num_cpus": self.settings.ray.task_cpus},
+            )
         return chunks
 
     def _extract(self, chunks: ray.data.Dataset, router: GraphRouter) -> dict[str, list[str]]:
@@ -151,7 +154,7 @@ class IndexRun:
             return errors
         self.say(f"extracting {len(missing)} chunks ({len(cached)} from cache)")
         ex, llm = self.settings.extraction, self.settings.llm
-        extracted = chunks.filter(lambda row: row["chunk_id"] in missing).map_batches(
+        extracted = chunks.filter(lambda row: row["chunk_id"] in missing, num_cpus=self.settings.ray.task_cpus).map_batches(
             ExtractChunks,
             fn_constructor_kwargs={"settings": self.settings_dict},
             batch_size=llm.max_concurrency,
@@ -207,7 +210,7 @@ class IndexRun:
             meta = {"doc_id": row["doc_id"], "file_path": row["file_path"], "order": row["order"], "text": row["text"]}
             return {"kind": "chunks", "id": row["chunk_id"], "text": row["text"], "meta": json.dumps(meta)}
 
-        dataset = chunks.map(chunk_item)
+        dataset = chunks.map(chunk_item, num_cpus=self.settings.ray.task_cpus)
         if items:
             dataset = dataset.union(ray.data.from_items(items))
         emb = self.settings.embedding
@@ -254,7 +257,7 @@ class IndexRun:
         if not files:
             raise FileNotFoundError(f"no supported files (.txt .md .json .jsonl .parquet) under {paths}")
         self.say(f"reading {len(files)} files")
-        docs = _read_documents(files)
+        docs = _read_documents(files, self.settings.ray.task_cpus)
         todo = self._select_documents(docs)
         self.report.docs_new = len(todo)
         if not todo:

@@ -8,9 +8,9 @@ stamp="$venv/.installed-$(sha1sum "$root/pyproject.toml" | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   echo "[bootstrap] installing into $venv (first run takes a few minutes)" >&2
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --upgrade pip
-  "$venv/bin/pip" install --quiet "torch==2.13.0"
-  "$venv/bin/pip" install --quiet -e "$root[test]"
+  pip=("$venv/bin/pip" install --quiet --disable-pip-version-check)
+  "${pip[@]}" "torch==2.13.0" 2> >(grep -v "is ignored: it is neither" >&2)
+  "${pip[@]}" -e "$root[test]" 2> >(grep -v "is ignored: it is neither" >&2)
   rm -f "$venv"/.installed-*
   touch "$stamp"
 fi

@@ -59,7 +59,6 @@ def make_settings(tmp_path, llm_server) -> Callable[..., Settings]:
             "llm": {"backend": "openai", "base_url": llm_server.url, "timeout_s": 5, "backoff_s": 0.05,
                     "max_retries": 2},
             "extraction": {"actors": 1, "num_cpus": 0.2},
-            "embedding": {"num_cpus": 0.5},
         }
         for key, value in overrides.items():
             if isinstance(value, dict):
