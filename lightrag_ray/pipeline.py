@@ -25,7 +25,8 @@ from lightrag_ray.config import Settings
 from lightrag_ray.documents import list_input_files, parse_file
 from lightrag_ray.embedding import EmbedBatch
 from lightrag_ray.graph.router import GraphRouter
-from lightrag_ray.llm_stages import ExtractChunks, SummarizeItems
+from lightrag_ray.fast_stage import extraction_stage_class
+from lightrag_ray.llm_stages import SummarizeItems
 from lightrag_ray.ray_runtime import actor_pool, ensure_ray
 from lightrag_ray.records import EntityRecord, RelationRecord
 from lightrag_ray.vectors import VectorStoreActor
@@ -74,7 +75,7 @@ def _manifest_settings(settings: Settings) -> dict[str, Any]:
 
 
 def _read_documents(files: list[str], task_cpus: float) -> ray.data.Dataset:
-    ds = ray.data.read_binary_files(files, include_paths=True, ray_remote_args={"num_cpus": task_cpus})
+    ds = ray.data.read_binary_files(files, include_paths=True, num_cpus=task_cpus)
     return ds.flat_map(lambda row: parse_file(row["path"], row["bytes"]), num_cpus=task_cpus).materialize()
 
 
@@ -155,7 +156,7 @@ class IndexRun:
         self.say(f"extracting {len(missing)} chunks ({len(cached)} from cache)")
         ex, llm = self.settings.extraction, self.settings.llm
         extracted = chunks.filter(lambda row: row["chunk_id"] in missing, num_cpus=self.settings.ray.task_cpus).map_batches(
-            ExtractChunks,
+            extraction_stage_class(self.settings),
             fn_constructor_kwargs={"settings": self.settings_dict},
             batch_size=llm.max_concurrency,
             **actor_pool(ex.actors, ex.num_cpus, ex.num_gpus),

@@ -80,3 +80,41 @@ def summary_messages(
         kind=kind, name=name, language=language, max_tokens=max_tokens, fragments=listed
     )
     return [{"role": "user", "content": content}]
+
+
+KEYWORDS_HEADING = "## Query keywords"
+ANSWER_HEADING = "## Answer from the knowledge base"
+
+_KEYWORDS_USER = f"""{KEYWORDS_HEADING}
+Find the search keywords of the question below, at two levels:
+- "high_level_keywords": the themes, concepts or kinds of relation the question is about;
+- "low_level_keywords": the specific names, objects, places or terms it mentions.
+Use the question's own language. Reply with one JSON object and nothing else, e.g.
+{{{{"high_level_keywords": ["economic policy"], "low_level_keywords": ["central bank", "Japan"]}}}}
+
+Question: {{question}}"""
+
+_ANSWER_SYSTEM = f"""{ANSWER_HEADING}
+Answer the user's question using only the knowledge base context below: entities and
+relations from a knowledge graph, and numbered source passages.
+- Say so plainly when the context does not contain the answer; never invent facts.
+- Cite the passages you rely on with their numbers in square brackets, e.g. [2].
+- End with a "References" list of the cited numbers and their sources.
+- Write in the language of the question.{{response_type}}
+
+Knowledge base context:
+{{context}}"""
+
+
+def keywords_messages(question: str) -> list[dict[str, str]]:
+    """Chat messages asking for high- and low-level keywords of a question as JSON."""
+    return [{"role": "user", "content": _KEYWORDS_USER.format(question=question)}]
+
+
+def answer_messages(
+    question: str, context: str, history: list[dict[str, str]] | None = None, response_type: str = ""
+) -> list[dict[str, str]]:
+    """System prompt with the context, the conversation so far, then the question."""
+    style = f"\n- Answer format: {response_type}." if response_type else ""
+    system = _ANSWER_SYSTEM.format(context=context, response_type=style)
+    return [{"role": "system", "content": system}, *(history or []), {"role": "user", "content": question}]

@@ -45,6 +45,7 @@ class MilvusStore:
                     f"Milvus collection {name} holds {dim}-dimensional vectors but the embedding "
                     f"model gives {self.dim}; use the model the workspace was built with or a new workspace"
                 )
+            self.client.load_collection(name)
             return
         self.client.create_collection(
             name, dimension=self.dim, primary_field_name="id", id_type="string", max_length=64,
@@ -76,6 +77,12 @@ class MilvusStore:
             output_fields=output_fields or ["*"],
         )
         return [[{"id": h["id"], "score": float(h["distance"]), **h.get("entity", {})} for h in hits] for hits in results]
+
+    def get(self, kind: str, ids: list[str], output_fields: list[str] | None = None) -> list[dict[str, Any]]:
+        """Stored rows by id (without vectors unless asked), in no particular order."""
+        if not ids:
+            return []
+        return list(self.client.get(self.names[kind], ids=list(ids), output_fields=output_fields or ["*"]))
 
     def existing_ids(self, kind: str, ids: list[str]) -> set[str]:
         """Which of ``ids`` are stored."""
@@ -109,6 +116,9 @@ class VectorStoreActor:
 
     def count(self, kind: str) -> int:
         return self.store.count(kind)
+
+    def get(self, kind: str, ids: list[str], output_fields: list[str] | None = None) -> list[dict[str, Any]]:
+        return self.store.get(kind, ids, output_fields)
 
     def close(self) -> None:
         self.store.close()

@@ -60,6 +60,12 @@ def split_sentences(passage: str) -> list[str]:
     return [s for s in sentences if s]
 
 
+def theme_keywords(sentence: str) -> str:
+    """Up to three of the sentence's longest lower-case words (ties by order), comma-separated."""
+    words = list(dict.fromkeys(re.findall(r"\b[a-z]{4,}\b", sentence)))
+    return ", ".join(sorted(words, key=lambda w: (-len(w), words.index(w)))[:3]) or "co-occurrence"
+
+
 def derive_records(passage: str) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
     """The entities and relations the scripted LLM extracts from ``passage``."""
     entities: dict[str, dict[str, str]] = {}
@@ -77,7 +83,7 @@ def derive_records(passage: str) -> tuple[list[dict[str, str]], list[dict[str, s
                 relations.setdefault(frozenset((source, target)), {
                     "source": source,
                     "target": target,
-                    "keywords": "co-occurrence",
+                    "keywords": theme_keywords(sentence),
                     "description": f'{source} and {target} appear together: "{quoted}"',
                 })
     return list(entities.values()), list(relations.values())
@@ -129,12 +135,13 @@ def answer_for(kind: str, messages: list[dict[str, Any]]) -> str:
         fragments = [line[2:].strip() for line in last_user.splitlines() if line.startswith("- ")]
         return f"Summary of {len(fragments)} descriptions: " + " ".join(fragments)[:150]
     if kind == "keywords":
+        question = last_user.rsplit("Question:", 1)[-1]
         words: list[str] = []
-        for word in re.findall(r"\b[a-z]+\b", last_user):
+        for word in re.findall(r"\b[a-z]+\b", question):
             if word not in words:
                 words.append(word)
         high = sorted(words, key=len, reverse=True)[:3]
-        return json.dumps({"high_level_keywords": high, "low_level_keywords": capitalised_phrases(last_user)})
+        return json.dumps({"high_level_keywords": high, "low_level_keywords": capitalised_phrases(question)})
     return f"{ANSWER_PREFIX} {last_user[:200]}"
 
 

@@ -162,6 +162,21 @@ class GraphRouter:
         relations = {r["id"]: r for i in sorted(results) for r in results[i]["relations"]}
         return {"entities": entities, "relations": list(relations.values())}
 
+    def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> dict[str, list[dict[str, Any]]]:
+        """Entities by key and relations by endpoint pair, in the order asked, in one round."""
+        per_shard: dict[int, tuple[list[str], list[tuple[str, str]]]] = {}
+        for key in dict.fromkeys(keys):
+            per_shard.setdefault(shard_of(key, self.num_shards), ([], []))[0].append(key)
+        for pair in dict.fromkeys(tuple(sorted(p)) for p in pairs):
+            per_shard.setdefault(shard_of(pair[0], self.num_shards), ([], []))[1].append(pair)
+        results = self._call({i: ("fetch", args) for i, args in per_shard.items()}, record=False)
+        entities = {e["key"]: e for part in results.values() for e in part["entities"]}
+        relations = {(r["source_key"], r["target_key"]): r for part in results.values() for r in part["relations"]}
+        return {
+            "entities": [entities[k] for k in dict.fromkeys(keys) if k in entities],
+            "relations": [relations[p] for p in dict.fromkeys(tuple(sorted(p)) for p in pairs) if p in relations],
+        }
+
     def close(self) -> None:
         """Stop the shard actors (their state is in the snapshots)."""
         for shard in self.shards:

@@ -56,6 +56,14 @@ class GraphShard:
     def export(self) -> tuple[str, dict[str, list[dict[str, Any]]]]:
         return self.incarnation, self.graph.export()
 
+    def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> tuple[str, dict[str, list[dict[str, Any]]]]:
+        """Merged views of the owned entities ``keys`` and owned relations ``pairs``."""
+        g = self.graph
+        return self.incarnation, {
+            "entities": [g.entity(k) for k in keys if k in g.graph and g.owns(k)],
+            "relations": [g.relation(a, b) for a, b in pairs if g.graph.has_edge(a, b) and g.owns_edge(a, b)],
+        }
+
     def neighborhood(self, keys: list[str]) -> tuple[str, dict[str, list[dict[str, Any]]]]:
         """Owned entities among ``keys`` and all their incident relations (one hop)."""
         found = [k for k in keys if k in self.graph.graph and self.graph.owns(k)]

@@ -1,0 +1,52 @@
+"""Ranking and merging of retrieved items (pure functions, no Ray)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Callable, Iterable
+
+RRF_K = 60
+
+
+def interleave(*lists: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any] = lambda x: x["id"]) -> list[dict[str, Any]]:
+    """Round-robin merge of ranked lists, first occurrence wins."""
+    merged: dict[Any, dict[str, Any]] = {}
+    for position in range(max((len(items) for items in lists), default=0)):
+        for items in lists:
+            if position < len(items):
+                merged.setdefault(key(items[position]), items[position])
+    return list(merged.values())
+
+
+def rank_local_relations(relations: list[dict[str, Any]], entity_keys: list[str]) -> list[dict[str, Any]]:
+    """One-hop relations: those joining two retrieved entities first, then by weight."""
+    rank = {key: i for i, key in enumerate(entity_keys)}
+    far = len(entity_keys)
+
+    def score(rel: dict[str, Any]) -> tuple:
+        ends = [rank.get(rel["source_key"], far), rank.get(rel["target_key"], far)]
+        return (-sum(1 for e in ends if e < far), min(ends), -rel["weight"], rel["id"])
+
+    return sorted(relations, key=score)
+
+
+def graph_chunk_ranking(entities: list[dict[str, Any]], relations: list[dict[str, Any]]) -> list[str]:
+    """Source chunks of ranked graph items: those of the best-ranked item first, then by citations."""
+    best: dict[str, int] = {}
+    citations: dict[str, int] = defaultdict(int)
+    for rank, item in enumerate(interleave(entities, relations)):
+        for chunk in item.get("source_ids", []):
+            best.setdefault(chunk, rank)
+            citations[chunk] += 1
+    return sorted(best, key=lambda c: (best[c], -citations[c]))
+
+
+def fuse(ranked_lists: Iterable[tuple[list[str], float]], k: int = RRF_K) -> list[str]:
+    """Weighted reciprocal-rank fusion of ranked id lists."""
+    score: dict[str, float] = defaultdict(float)
+    order: dict[str, int] = {}
+    for ids, weight in ranked_lists:
+        for rank, item in enumerate(ids):
+            score[item] += weight / (k + rank)
+            order.setdefault(item, len(order))
+    return sorted(score, key=lambda i: (-score[i], order[i]))
