@@ -1,0 +1,27 @@
+"""docs/ stays current with the code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from lightrag_ray.config import Settings
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def _setting_names(model: type[BaseModel], prefix: str = "") -> list[str]:
+    names = []
+    for name, field in model.model_fields.items():
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            names += _setting_names(field.annotation, f"{prefix}{name}.")
+        else:
+            names.append(prefix + name)
+    return names
+
+
+def test_every_setting_is_documented():
+    text = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    missing = [name for name in _setting_names(Settings) if f"`{name}`" not in text]
+    assert not missing, f"add these settings to docs/configuration.md: {missing}"
