@@ -29,7 +29,9 @@ from lightrag_ray.fast_stage import extraction_stage_class
 from lightrag_ray.llm_stages import SummarizeItems
 from lightrag_ray.ray_runtime import actor_pool, ensure_ray
 from lightrag_ray.records import EntityRecord, RelationRecord
-from lightrag_ray.vectors import VectorStoreActor
+from lightrag_ray.vectors import (
+    ActorVectorWriter, VectorStoreActor, VectorWriter, delete_graph_vectors, graph_vector_items, vector_rows,
+)
 from lightrag_ray.workspace import Workspace, WorkspaceMismatchError
 
 Progress = Callable[[str], None]
@@ -92,8 +94,14 @@ def _records(rows: list[dict[str, Any]]) -> tuple[list[EntityRecord], list[Relat
 class IndexRun:
     """One run of the pipeline over a set of input paths."""
 
-    def __init__(self, settings: Settings, progress: Progress | None = print_progress) -> None:
+    def __init__(
+        self, settings: Settings, progress: Progress | None = print_progress,
+        router: GraphRouter | None = None, vectors: VectorWriter | None = None,
+    ) -> None:
+        """``router``/``vectors``: reuse open ones (the Serve app) instead of opening them."""
         self.settings = settings
+        self.router = router
+        self.vectors = vectors
         self.say = progress or (lambda _message: None)
         self.report = IndexReport()
         self.workspace = Workspace(settings.workspace)
@@ -196,16 +204,7 @@ class IndexRun:
 
     def _embed(self, chunks: ray.data.Dataset, router: GraphRouter) -> None:
         changes = router.take_changes()
-        items = [
-            {"kind": "entities", "id": e["id"], "text": f"{e['name']}\n{e['description']}",
-             "meta": json.dumps({"name": e["name"], "key": e["key"], "type": e["type"]})}
-            for e in changes["entities"]
-        ] + [
-            {"kind": "relations", "id": r["id"],
-             "text": f"{r['keywords']}\t{r['source']}\t{r['target']}\n{r['description']}",
-             "meta": json.dumps({k: r[k] for k in ("source", "target", "source_key", "target_key", "keywords")})}
-            for r in changes["relations"]
-        ]
+        items = graph_vector_items(changes)
 
         def chunk_item(row: dict[str, Any]) -> dict[str, Any]:
             meta = {"doc_id": row["doc_id"], "file_path": row["file_path"], "order": row["order"], "text": row["text"]}
@@ -219,34 +218,33 @@ class IndexRun:
             EmbedBatch, fn_constructor_kwargs={"config": emb}, batch_size=emb.batch_size * 4,
             **actor_pool(emb.actors, emb.num_cpus, emb.num_gpus),
         )
-        store = None
+        writer = None
         for batch in embedded.iter_batches(batch_size=1024, batch_format="pandas"):
-            if store is None:
-                store = self._vector_store(len(batch["vector"].iloc[0]))
-            by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
-            for row in batch.to_dict("records"):
-                by_kind[row["kind"]].append({"id": row["id"], "vector": row["vector"], **json.loads(row["meta"])})
-            ray.get([store.upsert.remote(kind, rows) for kind, rows in by_kind.items()])
+            writer = writer or self._vector_writer(len(batch["vector"].iloc[0]))
+            rows = batch.to_dict("records")
+            for kind, kind_rows in vector_rows(rows, list(batch["vector"])).items():
+                writer.upsert(kind, kind_rows)
             self.report.vectors_upserted += len(batch)
         if changes["removed"]:
-            store = store or self._vector_store(self.manifest["embedding_dim"])
-            for kind, prefix in (("entities", "ent-"), ("relations", "rel-")):
-                ray.get(store.delete.remote(kind, [i for i in changes["removed"] if i.startswith(prefix)]))
-        if store is not None:
-            ray.get(store.close.remote())
-            ray.kill(store)
+            writer = writer or self._vector_writer(self.manifest["embedding_dim"])
+            delete_graph_vectors(writer, changes["removed"])
+        if writer is not None and writer is not self.vectors:
+            writer.close()
 
-    def _vector_store(self, dim: int):
+    def _vector_writer(self, dim: int) -> VectorWriter:
         recorded = self.manifest.get("embedding_dim")
         if recorded not in (None, dim):
             raise WorkspaceMismatchError(
                 f"workspace vectors have dimension {recorded}, the embedding model gives {dim}"
             )
         self.manifest["embedding_dim"] = dim
+        if self.vectors is not None:
+            return self.vectors
         vec = self.settings.vectors
-        return VectorStoreActor.options(num_cpus=0.1).remote(
+        actor = VectorStoreActor.options(num_cpus=0.1).remote(
             self.settings.milvus_uri(), dim, vec.collection_prefix, vec.token, vec.db_name
         )
+        return ActorVectorWriter(actor)
 
     # ---- the run --------------------------------------------------------------------
     def run(self, paths: list[str]) -> IndexReport:
@@ -268,7 +266,7 @@ class IndexRun:
             self.report.relations = int(self.manifest.get("relations", 0))
             self.report.seconds = round(time.monotonic() - started, 2)
             return self.report
-        router = GraphRouter(self.settings.workspace, self.settings.graph)
+        router = self.router or GraphRouter(self.settings.workspace, self.settings.graph)
         try:
             chunks = self._chunk(docs, todo)
             self.report.chunks = chunks.count()
@@ -279,7 +277,8 @@ class IndexRun:
             router.save()
             self._finish(chunks, todo, errors, router)
         finally:
-            router.close()
+            if router is not self.router:
+                router.close()
         self.report.seconds = round(time.monotonic() - started, 2)
         return self.report
 
@@ -310,6 +309,11 @@ class IndexRun:
         self.report.graph_version = self.manifest["graph_version"]
 
 
-def index_paths(paths: list[str], settings: Settings, progress: Progress | None = print_progress) -> IndexReport:
-    """Index files or folders into ``settings.workspace`` (incremental and resumable)."""
-    return IndexRun(settings, progress).run(paths)
+def index_paths(
+    paths: list[str], settings: Settings, progress: Progress | None = print_progress, **opened: Any
+) -> IndexReport:
+    """Index files or folders into ``settings.workspace`` (incremental and resumable).
+
+    ``opened`` may pass ``router=`` and ``vectors=`` that the caller keeps open.
+    """
+    return IndexRun(settings, progress, **opened).run(paths)
