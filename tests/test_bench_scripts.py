@@ -1,0 +1,36 @@
+"""The benchmark scripts run end to end at a tiny size (a subprocess with its own Ray)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path("/work/shared/data/hotpotqa")
+MODES = ("vector search", "naive", "local", "global", "hybrid", "mix")
+
+
+@pytest.mark.skipif(not (DATA / "hotpotqa_train.json").exists(), reason="HotpotQA data not available")
+@pytest.mark.timeout(300)
+def test_bench_hotpotqa_prints_every_mode_with_scores_in_range(tmp_path):
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
+    out = tmp_path / "table.json"
+    command = [sys.executable, str(ROOT / "scripts" / "bench_hotpotqa.py"), "--questions", "3", "--passages", "24",
+               "--workspace", str(tmp_path / "ws"), "--json-out", str(out)]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| mode | all-gold@8 | mean recall@8 | mean query ms |" in done.stdout
+    assert "command: python scripts/bench_hotpotqa.py --questions 3" in done.stdout
+    for mode in MODES:
+        match = re.search(rf"^\| {mode} \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|$", done.stdout, re.MULTILINE)
+        assert match, f"no row for {mode} in:\n{done.stdout}"
+        assert 0.0 <= float(match[1]) <= 1.0 and 0.0 <= float(match[2]) <= 1.0
+    table = json.loads(out.read_text(encoding="utf-8"))
+    assert [r["mode"] for r in table["rows"]] == list(MODES) and table["passages"] == 24
+    assert table["rows"][0]["recall"] > 0  # the gold passages are in the tiny corpus: vector search finds some
