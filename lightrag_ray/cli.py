@@ -1,4 +1,4 @@
-"""`lightrag-ray` command line: index, query, demo, status."""
+"""`lightrag-ray` command line: index, query, demo, serve, status."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 from typing import Any
 
 from lightrag_ray.config import ENV_PREFIX, load_settings
@@ -25,10 +26,11 @@ chunks come from the workspace cache, and failed chunks are retried.
 """
 
 
-def _add_common(parser: argparse.ArgumentParser) -> None:
+def _add_common(parser: argparse.ArgumentParser, json_output: bool = True) -> None:
     parser.add_argument("--workspace", "-w", help="workspace directory or URI (default ./lightrag_workspace)")
     parser.add_argument("--config", "-c", help="YAML settings file (see docs/configuration.md)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    if json_output:
+        parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
 def _add_llm(parser: argparse.ArgumentParser) -> None:
@@ -98,6 +100,20 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--workspace", "-w", default="lightrag_demo", help="where to build it (./lightrag_demo)")
     demo.add_argument("--config", "-c", help="YAML settings file")
     demo.add_argument("--html", help="graph page path (default <workspace>/graph.html)")
+
+    serve = sub.add_parser(
+        "serve", help="serve a workspace over HTTP (Ray Serve: REST + OpenAI-compatible chat)",
+        description="Start the Ray Serve application on this machine and block until Ctrl-C. "
+        "For clusters use `serve run serve_config.yaml` or the KubeRay RayService (cluster/).",
+        epilog="Routes: /query, /query/stream, /query/data, /documents/..., /graphs, /v1/chat/completions, "
+        "/health (see docs/api.md).",
+    )
+    _add_common(serve, json_output=False)
+    _add_llm(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="HTTP port (8000)")
+    serve.add_argument("--api-key", help="require this key (X-API-Key or Bearer) on every route but /health; "
+                       "default $LIGHTRAG_RAY_API_KEY")
 
     status = sub.add_parser("status", help="show what a workspace holds",
                             description="Documents by status, chunk/entity/relation counts, graph version.")
@@ -201,6 +217,24 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    from lightrag_ray.serve_app import AppArgs, app_settings, build_app
+    from lightrag_ray.ray_runtime import ensure_ray
+    from ray import serve
+
+    app_args = AppArgs(config=args.config, settings=_overrides(args), api_key=args.api_key)
+    ensure_ray(app_settings(app_args))
+    serve.start(http_options={"host": args.host, "port": args.port})
+    serve.run(build_app(app_args), name="lightrag", route_prefix="/", blocking=False)
+    print(f"serving on http://{args.host}:{args.port} (docs at /docs); Ctrl-C stops", file=sys.stderr)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        serve.shutdown()
+    return 0
+
+
 def _status(args: argparse.Namespace) -> int:
     from lightrag_ray.status import workspace_status
 
@@ -213,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `lightrag-ray` console script."""
     args = _parser().parse_args(argv)
     try:
-        commands = {"index": _index, "query": _query, "demo": _demo, "status": _status}
+        commands = {"index": _index, "query": _query, "demo": _demo, "serve": _serve, "status": _status}
         return commands[args.command](args)
     except (FileNotFoundError, ValueError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -161,14 +161,16 @@ def load_settings(
     config_file: str | Path | None = None,
     overrides: dict[str, Any] | None = None,
     environ: dict[str, str] | None = None,
+    defaults: dict[str, Any] | None = None,
 ) -> Settings:
-    """Settings from defaults < YAML file < environment < explicit overrides."""
+    """Settings from built-in defaults < ``defaults`` < YAML file < environment < ``overrides``."""
     data: dict[str, Any] = {}
     if config_file:
         text = Path(config_file).read_text(encoding="utf-8")
         data = yaml.safe_load(text) or {}
         if not isinstance(data, dict):
             raise ValueError(f"{config_file}: expected a mapping of settings, got {type(data).__name__}")
+    data = _deep_merge(defaults or {}, data)
     data = _deep_merge(data, _env_overrides(dict(os.environ if environ is None else environ)))
     data = _deep_merge(data, overrides or {})
     return Settings.model_validate(data)

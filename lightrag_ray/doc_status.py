@@ -38,6 +38,12 @@ def update(workspace: Workspace, changes: list[dict[str, Any]]) -> dict[str, dic
     return rows
 
 
+def remove(workspace: Workspace, doc_ids: set[str]) -> None:
+    """Forget documents (after deletion)."""
+    rows = [row for doc, row in load(workspace).items() if doc not in doc_ids]
+    workspace.write_rows(rows, "docs", "docs.parquet", schema=SCHEMA)
+
+
 def counts(rows: dict[str, dict[str, Any]]) -> dict[str, int]:
     """Number of documents per status."""
     return dict(Counter(row["status"] for row in rows.values()))

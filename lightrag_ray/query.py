@@ -181,18 +181,24 @@ class QueryEngine:
         param = param or QueryParam()
         llm = self._require_llm()
         context, keywords, calls = await self.retrieve(question, param)
-        answer = await llm.complete(self._answer_messages(question, context, param))
+        answer = await llm.complete(self.answer_messages(question, context, param))
         return QueryResult(answer, context, keywords, param.mode, calls + 1)
 
     async def stream(self, question: str, param: QueryParam | None = None) -> AsyncIterator[str]:
         """Retrieve, then yield the answer as it is generated."""
         param = param or QueryParam()
-        llm = self._require_llm()
+        self._require_llm()
         context, _, _ = await self.retrieve(question, param)
-        async for piece in llm.stream(self._answer_messages(question, context, param)):
+        async for piece in self.generate_stream(question, context, param):
             yield piece
 
-    def _answer_messages(self, question: str, context: QueryContext, param: QueryParam) -> list[dict[str, str]]:
+    async def generate_stream(self, question: str, context: QueryContext, param: QueryParam) -> AsyncIterator[str]:
+        """Yield the answer to ``question`` from an already retrieved ``context``."""
+        llm = self._require_llm()
+        async for piece in llm.stream(self.answer_messages(question, context, param)):
+            yield piece
+
+    def answer_messages(self, question: str, context: QueryContext, param: QueryParam) -> list[dict[str, str]]:
         if param.mode == "bypass":
             return [*param.history, {"role": "user", "content": question}]
         text = context.text or "(nothing relevant was found in the knowledge base)"

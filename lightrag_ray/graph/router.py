@@ -152,6 +152,10 @@ class GraphRouter:
             for kind in ("entities", "relations")
         }
 
+    def labels(self) -> list[str]:
+        """Names of all entities, sorted."""
+        return sorted(name for names in self._all("labels") for name in names)
+
     def neighborhood(self, keys: list[str]) -> dict[str, list[dict[str, Any]]]:
         """The entities ``keys`` and their incident relations, asking each owner once."""
         per_shard: dict[int, list[str]] = {}

@@ -56,6 +56,11 @@ class GraphShard:
     def export(self) -> tuple[str, dict[str, list[dict[str, Any]]]]:
         return self.incarnation, self.graph.export()
 
+    def labels(self) -> tuple[str, list[str]]:
+        """Display names of the owned entities."""
+        g = self.graph
+        return self.incarnation, [g.display_name(k) for k, owned in g.graph.nodes(data="owned") if owned]
+
     def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> tuple[str, dict[str, list[dict[str, Any]]]]:
         """Merged views of the owned entities ``keys`` and owned relations ``pairs``."""
         g = self.graph

@@ -1,0 +1,69 @@
+"""ASGI guard in front of every route: API key and request body size."""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any, Awaitable, Callable
+
+from starlette.exceptions import HTTPException
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+OPEN_PATHS = ("/health",)
+
+
+async def _reply(send: Send, status: int, detail: str, headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def presented_key(headers: dict[bytes, bytes]) -> str:
+    """The key from ``X-API-Key`` or ``Authorization: Bearer`` (what OpenAI clients send)."""
+    key = headers.get(b"x-api-key", b"").decode("latin-1")
+    if not key:
+        auth = headers.get(b"authorization", b"").decode("latin-1")
+        key = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+    return key
+
+
+class RequestGuard:
+    """Rejects requests without the API key (401) and bodies over ``max_body_bytes`` (413).
+
+    The limit holds for chunked uploads too: the body is counted as the route reads it.
+    """
+
+    def __init__(self, app: Any, settings: Callable[[], tuple[str | None, int]]) -> None:
+        self.app = app
+        self.settings = settings  # read per request: the Serve replica sets them after import
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        api_key, max_body = self.settings()
+        headers = dict(scope.get("headers") or [])
+        path = scope.get("path", "")
+        if api_key and not path.endswith(OPEN_PATHS) and not hmac.compare_digest(presented_key(headers).encode(), api_key.encode()):
+            await _reply(send, 401, "missing or wrong API key: send it as X-API-Key or Authorization: Bearer",
+                         [(b"www-authenticate", b"Bearer")])
+            return
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > max_body:
+            await _reply(send, 413, f"request body over the limit of {max_body} bytes")
+            return
+        seen = 0
+
+        async def counting_receive() -> dict[str, Any]:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > max_body:  # FastAPI turns this into the 413 response
+                    raise HTTPException(413, f"request body over the limit of {max_body} bytes")
+            return message
+
+        await self.app(scope, counting_receive, send)

@@ -1,0 +1,334 @@
+"""The Ray Serve application over real HTTP on 127.0.0.1: every route, auth, limits, streaming.
+
+One app per module on the session's Ray cluster; the workspace starts empty and is
+filled through /documents/*, so inserts, queries and deletes all go through the service.
+The LLM is the scripted OpenAI-compatible server (keywords and answers).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from lightrag_ray.ids import doc_id
+from tests.scripted_llm import ANSWER_PREFIX
+from tests.serve_schema import validate_serve_config
+
+API_KEY = "test-key-123"
+HEADERS = {"X-API-Key": API_KEY}
+DOC_A = ("Alice Smith founded Acme Corporation in Paris. Acme Corporation builds telescopes. "
+         "Alice Smith hired Carol White at Acme Corporation.")
+DOC_B = "Alice Smith met Bob Jones in London. Bob Jones writes novels about London."
+DOC_C = "Dora Quinn sails from Lisbon. Dora Quinn studies whales near Lisbon."
+MAX_BODY_MB = 0.05
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app(ray_cluster, llm_server, tmp_path_factory):
+    """The application, started with serve.run; yields (base URL, workspace path)."""
+    from ray import serve
+
+    from lightrag_ray.serve_app import AppArgs, build_app
+
+    root = tmp_path_factory.mktemp("serve")
+    port = _free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    args = AppArgs(
+        workspace=str(root / "ws"), api_key=API_KEY, max_body_mb=MAX_BODY_MB,
+        settings={
+            "llm": {"backend": "openai", "base_url": llm_server.url, "timeout_s": 5, "backoff_s": 0.05,
+                    "max_retries": 1},
+            "extraction": {"mode": "fast", "actors": 1, "num_cpus": 0.2},
+            "embedding": {"actors": 1},
+            "graph": {"num_shards": 2},
+        },
+    )
+    serve.run(build_app(args), name="lightrag", route_prefix="/")
+    base = f"http://127.0.0.1:{port}"
+    yield base, root / "ws"
+    serve.shutdown()
+
+
+@pytest.fixture(scope="module")
+def client(app):
+    with httpx.Client(base_url=app[0], headers=HEADERS, timeout=120) as c:
+        yield c
+
+
+def wait_for(client: httpx.Client, track_id: str, timeout_s: float = 300) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = client.get(f"/documents/track_status/{track_id}").json()
+        if status["job_status"] not in ("pending", "processing"):
+            return status
+        time.sleep(1)
+    raise AssertionError(f"job {track_id} still running after {timeout_s} s")
+
+
+@pytest.fixture(scope="module")
+def indexed(client):
+    """DOC_A by /documents/text and DOC_B + DOC_C by /documents/texts, both processed."""
+    one = client.post("/documents/text", json={"text": DOC_A, "file_source": "acme.txt"})
+    assert one.status_code == 200, one.text
+    many = client.post("/documents/texts", json={"texts": [DOC_B, DOC_C], "file_sources": ["london.md", "lisbon"]})
+    assert many.status_code == 200, many.text
+    ids = {"a": doc_id(DOC_A), "b": doc_id(DOC_B), "c": doc_id(DOC_C)}
+    assert one.json()["doc_ids"] == [ids["a"]] and set(many.json()["doc_ids"]) == {ids["b"], ids["c"]}
+    for job in (one.json(), many.json()):
+        assert job["status"] == "success" and job["track_id"]
+        done = wait_for(client, job["track_id"])
+        assert done["job_status"] == "processed", done
+        assert done["status_summary"] == {"processed": len(job["doc_ids"])}
+        assert {d["doc_id"] for d in done["documents"]} == set(job["doc_ids"])
+    return ids
+
+
+def query_data(client: httpx.Client, names: list[str], mode: str = "local") -> dict[str, Any]:
+    response = client.post("/query/data", json={"query": f"Tell me about {names[0]}", "mode": mode,
+                                                "ll_keywords": names, "hl_keywords": []})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+# ---- health, auth, limits, validation -------------------------------------------------
+
+def test_health_needs_no_key_and_reports_the_graph(app, indexed):
+    health = httpx.get(f"{app[0]}/health", timeout=30).json()
+    assert health["status"] == "healthy"
+    assert health["graph_version"] >= 2 and health["entities"] > 5 and health["relations"] > 3
+    assert health["documents"] == {"processed": 3}
+    assert health["embedding_model"].endswith("all-MiniLM-L6-v2") and health["embedding_dim"] == 384
+
+
+@pytest.mark.parametrize("headers", [{}, {"X-API-Key": "wrong"}, {"Authorization": "Bearer wrong"}])
+def test_missing_or_wrong_key_is_401(app, headers):
+    response = httpx.post(f"{app[0]}/query/data", json={"query": "x"}, headers=headers, timeout=30)
+    assert response.status_code == 401
+    assert "API key" in response.json()["detail"]
+
+
+def test_bearer_key_is_accepted(app):
+    response = httpx.get(f"{app[0]}/v1/models", headers={"Authorization": f"Bearer {API_KEY}"}, timeout=30)
+    assert response.status_code == 200
+    assert [m["id"] for m in response.json()["data"]][:2] == ["lightrag-mix", "lightrag-local"]
+
+
+def test_oversized_body_is_413(client):
+    response = client.post("/documents/text", json={"text": "word " * int(MAX_BODY_MB * 1024 * 1024 / 4)})
+    assert response.status_code == 413
+    assert "limit" in response.json()["detail"]
+
+
+def test_oversized_chunked_body_is_413(client):
+    def body():  # no Content-Length: the limit must hold while the body is read
+        yield b'{"text": "'
+        for _ in range(30):
+            yield b"x" * 4096
+        yield b'"}'
+    response = client.post("/documents/text", content=body(), headers={"Content-Type": "application/json"})
+    assert response.status_code == 413
+
+
+def test_malformed_json_is_422(client):
+    response = client.post("/query/data", content=b'{"query": "who?", ', headers={"Content-Type": "application/json"})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["type"] == "json_invalid"
+
+
+def test_unknown_field_and_bad_mode_are_422(client):
+    assert client.post("/query/data", json={"query": "who?", "colour": "red"}).status_code == 422
+    detail = client.post("/query/data", json={"query": "who?", "mode": "deep"}).json()["detail"]
+    assert detail[0]["loc"][-1] == "mode"
+
+
+# ---- documents --------------------------------------------------------------------------
+
+def test_documents_lists_every_processed_document(client, indexed):
+    docs = client.get("/documents").json()
+    processed = {d["doc_id"]: d for d in docs["statuses"]["processed"]}
+    assert {indexed["a"], indexed["b"], indexed["c"]} <= set(processed)
+    assert processed[indexed["a"]]["file_path"].endswith("acme.txt")
+    assert processed[indexed["c"]]["file_path"].endswith("lisbon.txt")
+
+
+def test_same_text_again_is_duplicated(client, indexed):
+    again = client.post("/documents/text", json={"text": DOC_A}).json()
+    assert again["status"] == "duplicated" and again["doc_ids"] == [indexed["a"]]
+
+
+def test_unknown_track_id_is_404(client):
+    assert client.get("/documents/track_status/insert_nope").status_code == 404
+
+
+def test_upload_stays_inside_the_workspace(app, client, indexed):
+    text = "Erin Blake repairs clocks in Vienna. Erin Blake collects Vienna maps."
+    response = client.post("/documents/upload", files={"file": ("../../escape.txt", text.encode(), "text/plain")})
+    assert response.status_code == 200, response.text
+    track = response.json()["track_id"]
+    assert wait_for(client, track)["job_status"] == "processed"
+    workspace = app[1]
+    assert not (workspace.parent / "escape.txt").exists() and not (workspace.parent.parent / "escape.txt").exists()
+    stored = list((workspace / "inbox" / track).iterdir())
+    assert [p.name for p in stored] == ["0000-escape.txt"] and stored[0].read_text() == text
+    assert "Erin Blake" in client.get("/graph/label/list").json()
+
+
+@pytest.mark.parametrize("name, data, reason", [
+    ("empty.txt", b"", "empty"),
+    ("image.txt", bytes(range(256)) * 4, "binary"),
+])
+def test_unusable_upload_is_400_with_the_reason(client, name, data, reason):
+    response = client.post("/documents/upload", files={"file": (name, data)})
+    assert response.status_code == 400
+    assert name in response.json()["detail"] and reason in response.json()["detail"].lower()
+
+
+# ---- queries ----------------------------------------------------------------------------
+
+def test_insert_is_visible_to_query_data(client, indexed):
+    data = query_data(client, ["Acme Corporation"])
+    entities = {e["name"] for e in data["data"]["entities"]}
+    assert "Acme Corporation" in entities
+    assert data["metadata"]["keywords"]["low_level"] == ["Acme Corporation"]
+    assert data["metadata"]["query_mode"] == "local"
+    refs = data["data"]["references"]
+    assert refs and refs[0]["reference_id"] == "1" and refs[0]["file_path"].endswith("acme.txt")
+    assert DOC_A in {c["text"] for c in data["data"]["chunks"]}
+
+
+def test_query_answers_with_references(client, llm, indexed):
+    response = client.post("/query", json={"query": "Who founded Acme Corporation?", "mode": "mix"})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["response"].startswith(ANSWER_PREFIX)
+    assert any(r["file_path"].endswith("acme.txt") for r in body["references"])
+    assert llm.counts()["keywords"] == 1 and llm.counts()["answer"] == 1
+
+
+def test_query_only_context_returns_the_context_text(client, indexed):
+    body = client.post("/query", json={"query": "Acme?", "mode": "local", "ll_keywords": ["Acme Corporation"],
+                                       "only_need_context": True}).json()
+    assert "Acme Corporation" in body["response"] and "References:" in body["response"]
+
+
+def test_query_stream_is_ndjson_references_then_the_answer(client, indexed):
+    question = {"query": "Who met Bob Jones?", "mode": "hybrid"}
+    whole = client.post("/query", json=question).json()
+    with client.stream("POST", "/query/stream", json=question) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("application/x-ndjson")
+        lines = [json.loads(line) for line in response.iter_lines() if line]
+    assert lines[0] == {"references": whole["references"]}
+    pieces = [line["response"] for line in lines[1:]]
+    assert len(pieces) > 1 and "".join(pieces) == whole["response"]
+
+
+def test_llm_failure_is_502_and_a_stream_error_line(client, llm, indexed):
+    llm.add_rule(kind="answer", action="500", times=10)
+    response = client.post("/query", json={"query": "Who met Bob Jones?", "mode": "local", "ll_keywords": ["Bob Jones"]})
+    assert response.status_code == 502 and "LLM" in response.json()["detail"]
+    with client.stream("POST", "/query/stream", json={"query": "Bob?", "ll_keywords": ["Bob Jones"]}) as stream:
+        lines = [json.loads(line) for line in stream.iter_lines() if line]
+    assert "references" in lines[0] and "LLM" in lines[-1]["error"]
+
+
+# ---- graph ------------------------------------------------------------------------------
+
+def test_graphs_returns_the_subgraph_around_a_label(client, indexed):
+    graph = client.get("/graphs", params={"label": "Alice Smith", "max_depth": 1, "max_nodes": 50}).json()
+    names = {n["id"] for n in graph["nodes"]}
+    assert {"Alice Smith", "Acme Corporation", "Bob Jones"} <= names
+    assert "Dora Quinn" not in names
+    assert all(e["source"] in names and e["target"] in names for e in graph["edges"])
+    assert any({e["source"], e["target"]} == {"Alice Smith", "Bob Jones"} for e in graph["edges"])
+    small = client.get("/graphs", params={"label": "Alice Smith", "max_nodes": 2}).json()
+    assert len(small["nodes"]) == 2 and small["is_truncated"] is True
+
+
+def test_label_list_holds_every_entity_name(client, indexed):
+    labels = client.get("/graph/label/list").json()
+    assert labels == sorted(labels)
+    assert {"Alice Smith", "Bob Jones", "Dora Quinn", "Lisbon"} <= set(labels)
+
+
+# ---- OpenAI-compatible --------------------------------------------------------------------
+
+def test_openai_client_chat(app, indexed):
+    client = openai.OpenAI(base_url=f"{app[0]}/v1", api_key=API_KEY)
+    completion = client.chat.completions.create(
+        model="lightrag-local", messages=[{"role": "user", "content": "Where does Dora Quinn sail from?"}])
+    assert completion.choices[0].message.content.startswith(ANSWER_PREFIX)
+    assert completion.model == "lightrag-local" and completion.choices[0].finish_reason == "stop"
+
+
+def test_openai_client_chat_streaming_matches(app, indexed):
+    client = openai.OpenAI(base_url=f"{app[0]}/v1", api_key=API_KEY)
+    messages = [{"role": "user", "content": "Who is Bob?"}, {"role": "assistant", "content": "A novelist."},
+                {"role": "user", "content": "Where does Bob Jones live?"}]
+    whole = client.chat.completions.create(model="lightrag-mix", messages=messages).choices[0].message.content
+    pieces = [c.choices[0].delta.content for c in client.chat.completions.create(
+        model="lightrag-mix", messages=messages, stream=True) if c.choices and c.choices[0].delta.content]
+    assert len(pieces) > 1 and "".join(pieces) == whole
+
+
+def test_openai_unknown_model_is_not_found(app):
+    client = openai.OpenAI(base_url=f"{app[0]}/v1", api_key=API_KEY)
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+
+
+# ---- delete (last: it changes the graph) ----------------------------------------------------
+
+def test_delete_removes_a_document_but_shared_entities_keep_other_sources(client, indexed):
+    before = {e["name"]: e for e in query_data(client, ["Alice Smith", "Acme Corporation"])["data"]["entities"]}
+    assert len(before["Alice Smith"]["source_ids"]) == 2
+    response = client.request("DELETE", "/documents/delete_document", json={"doc_ids": [indexed["a"]]})
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert result["deleted"] == [indexed["a"]] and result["entities_removed"] >= 2  # Acme, Carol White, Paris...
+    labels = set(client.get("/graph/label/list").json())
+    assert "Acme Corporation" not in labels and "Carol White" not in labels
+    assert {"Alice Smith", "Bob Jones"} <= labels
+    after = {e["name"]: e for e in query_data(client, ["Alice Smith", "Acme Corporation"])["data"]["entities"]}
+    assert "Acme Corporation" not in after
+    assert len(after["Alice Smith"]["source_ids"]) == 1
+    assert "Acme" not in after["Alice Smith"]["description"]
+    chunks = query_data(client, ["Alice Smith"], mode="mix")["data"]["chunks"]
+    assert DOC_A not in {c["text"] for c in chunks}
+    assert indexed["a"] not in {d["doc_id"] for d in client.get("/documents").json()["statuses"]["processed"]}
+    missing = client.request("DELETE", "/documents/delete_document", json={"doc_ids": ["doc-nope"]})
+    assert missing.status_code == 404
+
+
+def test_serve_config_validates_against_the_serve_schema():
+    import yaml
+
+    from lightrag_ray.serve_app import AppArgs
+
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "serve_config.yaml").read_text())
+    schema = validate_serve_config(config)
+    assert schema.http_options.host == "127.0.0.1"
+    app_config = config["applications"][0]
+    assert app_config["import_path"] == "lightrag_ray.serve_app:build_app"
+    AppArgs.model_validate(app_config["args"])  # unknown keys would raise
+    names = {d["name"] for d in app_config["deployments"]}
+    assert names == {"Ingress", "EmbedderDeployment", "LLMDeployment", "WorkspaceDeployment"}
+    typo = yaml.safe_load(yaml.safe_dump(config))
+    typo["applications"][0]["deployments"][0]["autoscaling_config"]["max_replica"] = 3
+    with pytest.raises(ValueError, match=r"applications\[0\]\.deployments\[0\]\.autoscaling_config\.max_replica"):
+        validate_serve_config(typo)
+    with pytest.raises(ValueError):
+        AppArgs.model_validate({**app_config["args"], "colour": "red"})
