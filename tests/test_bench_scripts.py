@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = Path("/work/shared/data/hotpotqa")
+DATA = ROOT.parent / "shared" / "data" / "hotpotqa"
 MODES = ("vector search", "naive", "local", "global", "hybrid", "mix")
 
 
@@ -34,3 +34,23 @@ def test_bench_hotpotqa_prints_every_mode_with_scores_in_range(tmp_path):
     table = json.loads(out.read_text(encoding="utf-8"))
     assert [r["mode"] for r in table["rows"]] == list(MODES) and table["passages"] == 24
     assert table["rows"][0]["recall"] > 0  # the gold passages are in the tiny corpus: vector search finds some
+
+
+@pytest.mark.timeout(300)
+def test_bench_serve_prints_latency_rows_for_each_client_count(tmp_path):
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
+    corpus = tmp_path / "small.txt"
+    corpus.write_text("Ebenezer Scrooge meets Jacob Marley. Bob Cratchit works for Ebenezer Scrooge. "
+                      "Tiny Tim is the son of Bob Cratchit.", encoding="utf-8")
+    out = tmp_path / "rows.json"
+    command = [sys.executable, str(ROOT / "scripts" / "bench_serve.py"), "--clients", "1", "4", "--duration", "2",
+               "--corpus", str(corpus), "--workspace", str(tmp_path / "ws"), "--json-out", str(out)]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| clients | requests | errors | throughput (req/s) | p50 ms | p95 ms | p99 ms |" in done.stdout
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["clients"] for r in rows] == [1, 4]
+    for row in rows:
+        assert row["requests"] > 0 and row["errors"] == 0
+        assert 0 < row["p50_ms"] <= row["p95_ms"] <= row["p99_ms"]
+        assert re.search(rf"^\| {row['clients']} \| {row['requests']} \| 0 \|", done.stdout, re.MULTILINE)
