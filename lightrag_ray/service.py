@@ -87,7 +87,8 @@ class WorkspaceService:
 
     # ---- inserts -----------------------------------------------------------------------
     def _track_files(self) -> list[bytes]:
-        return [self.workspace.fs.open_input_stream(p).read() for p in self.workspace.list_files("tracks")]
+        files = self.workspace.list_files("tracks", suffix=".json")
+        return [self.workspace.fs.open_input_stream(p).read() for p in files]
 
     def _save_job(self, job: dict[str, Any]) -> None:
         job["updated"] = _now()

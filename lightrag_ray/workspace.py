@@ -70,8 +70,8 @@ class Workspace:
         if rows:
             self.write_rows(rows, table, f"part-{uuid.uuid4().hex}.parquet", schema=schema)
 
-    def list_files(self, *parts: str) -> list[str]:
-        """Full paths of the Parquet files of a table (a file, or a folder of parts)."""
+    def list_files(self, *parts: str, suffix: str = ".parquet") -> list[str]:
+        """Full paths of the files ending in ``suffix`` of a table (a file, or a folder of parts)."""
         target = self.path(*parts)
         info = self.fs.get_file_info(target)
         if info.type == pafs.FileType.NotFound:
@@ -79,7 +79,7 @@ class Workspace:
         if info.type == pafs.FileType.File:
             return [target]
         selector = pafs.FileSelector(target, recursive=False)
-        return sorted(f.path for f in self.fs.get_file_info(selector) if f.path.endswith(".parquet"))
+        return sorted(f.path for f in self.fs.get_file_info(selector) if f.path.endswith(suffix))
 
     def delete_file(self, full_path: str) -> None:
         self.fs.delete_file(full_path)

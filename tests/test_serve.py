@@ -332,3 +332,37 @@ def test_serve_config_validates_against_the_serve_schema():
         validate_serve_config(typo)
     with pytest.raises(ValueError):
         AppArgs.model_validate({**app_config["args"], "colour": "red"})
+
+
+def test_killed_workspace_replica_resumes_its_insert_job(client, indexed):
+    """Kill the workspace owner while it indexes: Serve restarts it, the job runs again and
+    nothing is lost or counted twice."""
+    import ray
+
+    text = "Frank Moss rows across Lake Geneva. Frank Moss builds boats near Lake Geneva."
+    track = client.post("/documents/text", json={"text": text, "file_source": "geneva.txt"}).json()["track_id"]
+    deadline = time.monotonic() + 120
+    while client.get(f"/documents/track_status/{track}").json()["job_status"] != "processing":
+        assert time.monotonic() < deadline, "the job never started"
+        time.sleep(0.2)
+    replicas = [a for a in ray.util.list_named_actors(all_namespaces=True)
+                if "WorkspaceDeployment" in a["name"] and a["namespace"] == "serve"]
+    assert len(replicas) == 1
+    ray.kill(ray.get_actor(replicas[0]["name"], namespace="serve"), no_restart=True)
+    deadline = time.monotonic() + 300
+    status = None
+    while time.monotonic() < deadline:
+        try:
+            status = client.get(f"/documents/track_status/{track}").json()
+            if status.get("job_status") == "processed":
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(2)
+    assert status and status["job_status"] == "processed", status
+    labels = client.get("/graph/label/list").json()
+    assert "Frank Moss" in labels and labels.count("Frank Moss") == 1
+    frank = query_data(client, ["Frank Moss"])["data"]["entities"]
+    assert frank[0]["name"] == "Frank Moss" and len(frank[0]["source_ids"]) == 1
+    docs = client.get("/documents").json()["statuses"]
+    assert doc_id(text) in {d["doc_id"] for d in docs["processed"]} and "processing" not in docs
