@@ -11,7 +11,7 @@ from starlette.exceptions import HTTPException
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
-OPEN_PATHS = ("/health",)
+OPEN_PATHS = frozenset({"/health", "/docs", "/redoc", "/openapi.json"})  # no key needed
 
 
 async def _reply(send: Send, status: int, detail: str, headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
@@ -46,8 +46,8 @@ class RequestGuard:
             return
         api_key, max_body = self.settings()
         headers = dict(scope.get("headers") or [])
-        path = scope.get("path", "")
-        if api_key and not path.endswith(OPEN_PATHS) and not hmac.compare_digest(presented_key(headers).encode(), api_key.encode()):
+        path = scope.get("path", "").removeprefix(scope.get("root_path", "")).rstrip("/") or "/"
+        if api_key and path not in OPEN_PATHS and not hmac.compare_digest(presented_key(headers).encode(), api_key.encode()):
             await _reply(send, 401, "missing or wrong API key: send it as X-API-Key or Authorization: Bearer",
                          [(b"www-authenticate", b"Bearer")])
             return

@@ -76,9 +76,16 @@ def _manifest_settings(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _read_documents(files: list[str], task_cpus: float) -> ray.data.Dataset:
+def _read_documents(files: list[str], task_cpus: float, display_names: dict[str, str]) -> ray.data.Dataset:
+    """Document rows of ``files``; a file whose name is in ``display_names`` is recorded
+    (status, chunks, references) under the name given there instead of its path."""
     ds = ray.data.read_binary_files(files, include_paths=True, num_cpus=task_cpus)
-    return ds.flat_map(lambda row: parse_file(row["path"], row["bytes"]), num_cpus=task_cpus).materialize()
+
+    def parse(row: dict[str, Any]) -> list[dict[str, Any]]:
+        path = row["path"]
+        return parse_file(display_names.get(path.rsplit("/", 1)[-1], path), row["bytes"])
+
+    return ds.flat_map(parse, num_cpus=task_cpus).materialize()
 
 
 def _records(rows: list[dict[str, Any]]) -> tuple[list[EntityRecord], list[RelationRecord]]:
@@ -97,9 +104,12 @@ class IndexRun:
     def __init__(
         self, settings: Settings, progress: Progress | None = print_progress,
         router: GraphRouter | None = None, vectors: VectorWriter | None = None,
+        display_names: dict[str, str] | None = None,
     ) -> None:
-        """``router``/``vectors``: reuse open ones (the Serve app) instead of opening them."""
+        """``router``/``vectors``: reuse open ones (the Serve app) instead of opening them;
+        ``display_names``: file name -> name to record instead of the file's path."""
         self.settings = settings
+        self.display_names = display_names or {}
         self.router = router
         self.vectors = vectors
         self.say = progress or (lambda _message: None)
@@ -256,7 +266,7 @@ class IndexRun:
         if not files:
             raise FileNotFoundError(f"no supported files (.txt .md .json .jsonl .parquet) under {paths}")
         self.say(f"reading {len(files)} files")
-        docs = _read_documents(files, self.settings.ray.task_cpus)
+        docs = _read_documents(files, self.settings.ray.task_cpus, self.display_names)
         todo = self._select_documents(docs)
         self.report.docs_new = len(todo)
         if not todo:
@@ -314,6 +324,7 @@ def index_paths(
 ) -> IndexReport:
     """Index files or folders into ``settings.workspace`` (incremental and resumable).
 
-    ``opened`` may pass ``router=`` and ``vectors=`` that the caller keeps open.
+    ``opened`` may pass ``router=`` and ``vectors=`` that the caller keeps open, and
+    ``display_names=`` (see IndexRun).
     """
     return IndexRun(settings, progress, **opened).run(paths)

@@ -44,16 +44,21 @@ api = FastAPI(
 api.add_middleware(RequestGuard, settings=lambda: (_GUARD["api_key"], _GUARD["max_body_bytes"]))
 
 
+def cause_message(exc: BaseException) -> str:
+    """The message of an exception raised in another deployment, without Ray's remote traceback."""
+    return str(getattr(exc, "cause", None) or exc)
+
+
 @api.exception_handler(LLMError)
 async def _llm_failed(_request: Any, exc: LLMError) -> JSONResponse:
-    return JSONResponse({"detail": f"the LLM failed: {exc}"}, status_code=502)
+    return JSONResponse({"detail": f"the LLM failed: {cause_message(exc)}"}, status_code=502)
 
 
 def _insert_response(job: dict[str, Any]) -> InsertResponse:
     if job["status"] == "duplicated":
         message = f"all {len(job['doc_ids'])} documents are already indexed"
     else:
-        message = f"{len(job['doc_ids'])} documents queued; follow them at /documents/track_status/{job['track_id']}"
+        message = f"{len(job['doc_ids'])} document(s) queued; follow them at /documents/track_status/{job['track_id']}"
     status = "duplicated" if job["status"] == "duplicated" else "success"
     return InsertResponse(status=status, message=message, track_id=job["track_id"], doc_ids=job["doc_ids"])
 
@@ -120,7 +125,7 @@ class Ingress:
                 async for piece in self.engine.generate_stream(request.query, context, param):
                     yield json.dumps({"response": piece}) + "\n"
             except LLMError as exc:
-                yield json.dumps({"error": f"the LLM failed: {exc}"}) + "\n"
+                yield json.dumps({"error": f"the LLM failed: {cause_message(exc)}"}) + "\n"
 
         return StreamingResponse(lines(), media_type="application/x-ndjson")
 
@@ -174,7 +179,7 @@ class Ingress:
         try:
             job = await self.workspace.submit.remote(files, prefix)
         except InsertRejected as exc:
-            raise HTTPException(400, str(exc)) from None
+            raise HTTPException(400, cause_message(exc)) from None
         return _insert_response(job)
 
     @api.get("/documents")
@@ -250,7 +255,7 @@ class Ingress:
                 async for piece in self.engine.generate_stream(question, context, param):
                     yield _sse({**chunk, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
             except LLMError as exc:
-                yield _sse({"error": {"message": f"the LLM failed: {exc}", "type": "upstream_error"}})
+                yield _sse({"error": {"message": f"the LLM failed: {cause_message(exc)}", "type": "upstream_error"}})
             yield _sse({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
             yield "data: [DONE]\n\n"
 

@@ -29,7 +29,7 @@ from lightrag_ray.subgraph import subgraph
 from lightrag_ray.vectors import MilvusStore
 from lightrag_ray.workspace import Workspace
 
-PENDING, PROCESSING = "pending", "processing"
+PENDING, PROCESSING, DUPLICATED = "pending", "processing", "duplicated"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -104,7 +104,8 @@ class WorkspaceService:
         """
         track_id = f"{prefix}_{dt.datetime.now(dt.timezone.utc):%Y%m%d_%H%M%S}_{uuid.uuid4().hex[:8]}"
         rows, errors = [], []
-        for name, data in files:
+        names = [safe_file_name(name) for name, _ in files]
+        for name, (_, data) in zip(names, files):
             for row in parse_file(name, data):
                 (errors if row["error"] else rows).append(row)
         if not rows:
@@ -112,18 +113,18 @@ class WorkspaceService:
             raise InsertRejected(f"nothing to index: {reasons}")
         doc_ids = sorted({row["doc_id"] for row in rows})
         known = doc_status.load(self.workspace)
-        if all(known.get(d, {}).get("status") == doc_status.PROCESSED for d in doc_ids):
-            return {"track_id": track_id, "status": "duplicated", "doc_ids": doc_ids, "errors": []}
-        names: list[str] = []
-        for name, data in files:
-            unique = f"{len(names):04d}-{safe_file_name(name)}"
-            self.workspace.write_bytes(data, "inbox", track_id, unique)
-            names.append(unique)
         job = {
-            "track_id": track_id, "status": PENDING, "doc_ids": doc_ids, "files": names,
+            "track_id": track_id, "status": PENDING, "doc_ids": doc_ids, "files": {},
             "created": _now(), "errors": [{"file_path": e["file_path"], "error": e["error"]} for e in errors],
             "report": None,
         }
+        if all(known.get(d, {}).get("status") == doc_status.PROCESSED for d in doc_ids):
+            self._save_job({**job, "status": DUPLICATED})
+            return self.jobs[track_id]
+        for number, (name, (_, data)) in enumerate(zip(names, files)):
+            stored = f"{number:04d}-{name}"  # unique in the folder; documents keep `name`
+            self.workspace.write_bytes(data, "inbox", track_id, stored)
+            job["files"][stored] = name
         self._save_job(job)
         return job
 
@@ -139,7 +140,7 @@ class WorkspaceService:
             try:
                 report = index_paths(
                     [f"{self.workspace.uri}/inbox/{track_id}"], self.settings, progress=None,
-                    router=self.graph, vectors=self.vectors,
+                    router=self.graph, vectors=self.vectors, display_names=job["files"],
                 )
             except Exception as exc:  # the job fails, the service stays up
                 job = {**self.jobs[track_id], "status": doc_status.FAILED, "error": f"{type(exc).__name__}: {exc}"}
@@ -159,7 +160,7 @@ class WorkspaceService:
         for doc in job["doc_ids"]:
             row = known.get(doc)
             if row is None or job["status"] in (PENDING, PROCESSING):
-                row = {"doc_id": doc, "file_path": "", "status": job["status"], "error": None, "chunks": 0}
+                row = {"doc_id": doc, "file_path": "", "status": job["status"], "error": "", "chunks": 0}
             documents.append({**row, "track_id": track_id})
         summary: dict[str, int] = {}
         for d in documents:
@@ -182,7 +183,7 @@ class WorkspaceService:
                 for doc in job["doc_ids"]:
                     if doc not in known or known[doc]["status"] != doc_status.PROCESSED:
                         statuses.setdefault(job["status"], []).append(
-                            {"doc_id": doc, "file_path": "", "status": job["status"], "error": None,
+                            {"doc_id": doc, "file_path": "", "status": job["status"], "error": "",
                              "chunks": 0, "updated": job["updated"], "track_id": job["track_id"]})
         return {"statuses": statuses, "status_counts": {s: len(rows) for s, rows in statuses.items()}}
 
