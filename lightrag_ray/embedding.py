@@ -43,7 +43,7 @@ class SentenceTransformerEmbedder:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
         self.model = SentenceTransformer(path, device=config.device)
         self.batch_size = config.batch_size
-        self.dim = int(self.model.get_sentence_embedding_dimension())
+        self.dim = int(self.model.get_embedding_dimension())
 
     def embed(self, texts: list[str]) -> np.ndarray:
         vectors = self.model.encode(
