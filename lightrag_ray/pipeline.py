@@ -30,7 +30,8 @@ from lightrag_ray.llm_stages import SummarizeItems
 from lightrag_ray.ray_runtime import actor_pool, ensure_ray
 from lightrag_ray.records import EntityRecord, RelationRecord
 from lightrag_ray.vectors import (
-    ActorVectorWriter, VectorStoreActor, VectorWriter, delete_graph_vectors, graph_vector_items, vector_rows,
+    ActorVectorWriter, MilvusStore, VectorStoreActor, VectorWriter, delete_graph_vectors, graph_vector_items,
+    is_server_uri, vector_rows,
 )
 from lightrag_ray.workspace import Workspace, WorkspaceMismatchError
 
@@ -150,13 +151,19 @@ class IndexRun:
                 overlap_tokens=chunking.overlap_tokens, encoding=chunking.encoding, file_path=row["file_path"],
             )
 
-        chunks = docs.flat_map(chunk, num_cpus=self.settings.ray.task_cpus).materialize()
-        if chunks.count():
-            chunks.write_parquet(
-                self.workspace.path("chunks"), filesystem=self.workspace.fs,
-                ray_remote_args={"num_cpus": self.settings.ray.task_cpus},
-            )
-        return chunks
+        chunks = docs.flat_map(chunk, num_cpus=self.settings.ray.task_cpus)
+        before = set(self.workspace.list_files("chunks"))
+        chunks.write_parquet(
+            self.workspace.path("chunks"), filesystem=self.workspace.fs,
+            ray_remote_args={"num_cpus": self.settings.ray.task_cpus},
+        )
+        written = sorted(set(self.workspace.list_files("chunks")) - before)
+        # Later stages read this run's chunks back from the workspace rather than from
+        # blocks held in some node's object store: a node lost mid-run then costs a re-read
+        # of shared storage, not a stalled lineage reconstruction.
+        if not written:
+            return ray.data.from_items([])
+        return ray.data.read_parquet(written, filesystem=self.workspace.fs, num_cpus=self.settings.ray.task_cpus)
 
     def _extract(self, chunks: ray.data.Dataset, router: GraphRouter) -> dict[str, list[str]]:
         """Merge cached extractions, extract the rest; returns errors per doc."""
@@ -251,9 +258,10 @@ class IndexRun:
         if self.vectors is not None:
             return self.vectors
         vec = self.settings.vectors
-        actor = VectorStoreActor.options(num_cpus=0.1).remote(
-            self.settings.milvus_uri(), dim, vec.collection_prefix, vec.token, vec.db_name
-        )
+        uri = self.settings.milvus_uri()
+        if is_server_uri(uri):  # a server takes writes from any process: no owner actor to lose
+            return MilvusStore(uri, dim, vec.collection_prefix, vec.token, vec.db_name)
+        actor = VectorStoreActor.options(num_cpus=0.1).remote(uri, dim, vec.collection_prefix, vec.token, vec.db_name)
         return ActorVectorWriter(actor)
 
     # ---- the run --------------------------------------------------------------------

@@ -25,7 +25,7 @@ def ray_cluster():
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, namespace="lightrag_ray", logging_level="WARNING")
+        ray.init(address="local", num_cpus=2, include_dashboard=False, namespace="lightrag_ray", logging_level="WARNING")
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield ray
     ray.shutdown()
