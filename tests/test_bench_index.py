@@ -1,0 +1,78 @@
+"""scripts/bench_index.py runs end to end at a tiny size (lightrag-ray only, instant simulated LLM)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import sim_llm  # noqa: E402
+
+PARAGRAPHS = (
+    "Ebenezer Scrooge kept his counting-house in London. Bob Cratchit copied letters for Ebenezer Scrooge "
+    "in a dismal little cell. Fred invited Ebenezer Scrooge to Christmas dinner.",
+    "Jacob Marley had been dead for seven years. The ghost of Jacob Marley visited Ebenezer Scrooge on "
+    "Christmas Eve and warned him of three spirits.",
+    "Tiny Tim is the son of Bob Cratchit. The Ghost of Christmas Present showed Ebenezer Scrooge the "
+    "Cratchit family at dinner in Camden Town.",
+)
+
+
+def test_sim_llm_classifies_both_systems_prompts():
+    from lightrag_ray import prompts
+
+    ours = prompts.extraction_messages("Bob Cratchit works for Ebenezer Scrooge.", ["person"], "English")
+    assert sim_llm.classify(ours) == ("ray", "extract")
+    assert sim_llm.classify(prompts.gleaning_messages(ours, "x")) == ("ray", "glean")
+    # lightrag-hku 1.5.x shapes (lightrag/prompt.py): passage fenced under ---Input Text---
+    hku_user = ("---Task---\nExtract entities and relationships\n\n---Input Text---\n```\n"
+                "Bob Cratchit works for Ebenezer Scrooge.\n```\n\n---Output---\n")
+    hku = [{"role": "system", "content": "---Role---\nYou are a Knowledge Graph Specialist"},
+           {"role": "user", "content": hku_user}]
+    assert sim_llm.classify(hku) == ("hku", "extract")
+    text = sim_llm.answer("hku", "extract", hku)
+    assert "entity<|#|>Bob Cratchit<|#|>" in text and "relation<|#|>Bob Cratchit<|#|>Ebenezer Scrooge<|#|>" in text
+    assert text.endswith("<|COMPLETE|>")
+    glean = [*hku, {"role": "assistant", "content": text},
+             {"role": "user", "content": "---Task---\nBased on the last extraction task, identify missed ones"}]
+    assert sim_llm.classify(glean) == ("hku", "glean")
+    summary = [{"role": "user", "content": "---Role---\n---Task---\nsynthesize\n---Input---\nEntity Name: X\n\n"
+                "Description List:\n\n```\n{\"Description\": \"a\"}\n{\"Description\": \"b\"}\n```\n"}]
+    assert sim_llm.classify(summary) == ("hku", "summary")
+    assert sim_llm.answer("hku", "summary", summary).startswith("Summary of 2 descriptions")
+    keywords = [{"role": "user", "content": "---Role---\nhigh_level_keywords\n---Real Data---\n"
+                 "User Query: Who employs Bob Cratchit?\n\n---Output---\nOutput:"}]
+    assert sim_llm.classify(keywords) == ("hku", "keywords")
+    assert json.loads(sim_llm.answer("hku", "keywords", keywords))["low_level_keywords"] == ["Bob Cratchit"]
+
+
+@pytest.mark.timeout(180)
+def test_bench_index_prints_table_with_positive_counts(tmp_path):
+    corpus = tmp_path / "three_paragraphs.txt"
+    corpus.write_text("\n\n".join(PARAGRAPHS), encoding="utf-8")
+    out = tmp_path / "rows.json"
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
+    env.pop("RAY_ADDRESS", None)
+    command = [sys.executable, str(ROOT / "scripts" / "bench_index.py"), "--corpus", str(corpus),
+               "--concurrency", "4", "--latency", "0", "--workdir", str(tmp_path / "work"),
+               "--json-out", str(out)]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=170)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| system | LLM concurrency | chunks / entities / relations |" in done.stdout
+    match = re.search(r"^\| lightrag-ray \| 4 \| (\d+) / (\d+) / (\d+) \| (\d+) \((\d+)/(\d+)/(\d+)\) \|",
+                      done.stdout, re.MULTILINE)
+    assert match, done.stdout
+    chunks, entities, relations, total, extract, glean, _ = (int(g) for g in match.groups())
+    assert chunks >= 1 and entities > 0 and relations > 0
+    assert extract == chunks and glean == chunks and total >= extract + glean
+    row = json.loads(out.read_text(encoding="utf-8"))["rows"][0]
+    assert row["wall_s"] > 0 and row["peak_rss_mib"] > 0 and row["requests"]["extract"] == chunks
+    assert row["ideal_s"] is not None and row["ideal_s"] >= 0
