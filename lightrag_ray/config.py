@@ -77,6 +77,9 @@ class EmbeddingConfig(_Section):
     num_cpus: float = Field(0.5, gt=0, description="CPUs per embedding actor.")
     num_gpus: float = Field(0.0, ge=0)
     device: str = "cpu"
+    cpu_threads: int | None = Field(
+        None, gt=0, description="torch threads per embedder on CPU; default: the machine's cores / actors "
+        "(Ray would otherwise pin a 0.5-CPU actor to one thread).")
 
 
 class GraphConfig(_Section):

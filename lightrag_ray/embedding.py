@@ -41,6 +41,10 @@ class SentenceTransformerEmbedder:
         path = resolve_model_path(config.model)
         if os.path.isdir(path):
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        if config.device == "cpu":
+            import torch
+
+            torch.set_num_threads(config.cpu_threads or max(1, (os.cpu_count() or 1) // config.actors))
         self.model = SentenceTransformer(path, device=config.device)
         self.batch_size = config.batch_size
         self.dim = int(self.model.get_embedding_dimension())
