@@ -19,7 +19,7 @@ MODES = ("vector search", "naive", "local", "global", "hybrid", "mix")
 @pytest.mark.skipif(not (DATA / "hotpotqa_train.json").exists(), reason="HotpotQA data not available")
 @pytest.mark.timeout(300)
 def test_bench_hotpotqa_prints_every_mode_with_scores_in_range(tmp_path):
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "RAY_ADDRESS": "local"}  # own cluster
     out = tmp_path / "table.json"
     command = [sys.executable, str(ROOT / "scripts" / "bench_hotpotqa.py"), "--questions", "3", "--passages", "24",
                "--workspace", str(tmp_path / "ws"), "--json-out", str(out)]
@@ -38,7 +38,7 @@ def test_bench_hotpotqa_prints_every_mode_with_scores_in_range(tmp_path):
 
 @pytest.mark.timeout(300)
 def test_bench_serve_prints_latency_rows_for_each_client_count(tmp_path):
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "RAY_ADDRESS": "local"}  # own cluster
     corpus = tmp_path / "small.txt"
     corpus.write_text("Ebenezer Scrooge meets Jacob Marley. Bob Cratchit works for Ebenezer Scrooge. "
                       "Tiny Tim is the son of Bob Cratchit.", encoding="utf-8")
