@@ -151,19 +151,13 @@ class IndexRun:
                 overlap_tokens=chunking.overlap_tokens, encoding=chunking.encoding, file_path=row["file_path"],
             )
 
-        chunks = docs.flat_map(chunk, num_cpus=self.settings.ray.task_cpus)
-        before = set(self.workspace.list_files("chunks"))
-        chunks.write_parquet(
-            self.workspace.path("chunks"), filesystem=self.workspace.fs,
-            ray_remote_args={"num_cpus": self.settings.ray.task_cpus},
-        )
-        written = sorted(set(self.workspace.list_files("chunks")) - before)
-        # Later stages read this run's chunks back from the workspace rather than from
-        # blocks held in some node's object store: a node lost mid-run then costs a re-read
-        # of shared storage, not a stalled lineage reconstruction.
-        if not written:
-            return ray.data.from_items([])
-        return ray.data.read_parquet(written, filesystem=self.workspace.fs, num_cpus=self.settings.ray.task_cpus)
+        chunks = docs.flat_map(chunk, num_cpus=self.settings.ray.task_cpus).materialize()
+        if chunks.count():
+            chunks.write_parquet(
+                self.workspace.path("chunks"), filesystem=self.workspace.fs,
+                ray_remote_args={"num_cpus": self.settings.ray.task_cpus},
+            )
+        return chunks
 
     def _extract(self, chunks: ray.data.Dataset, router: GraphRouter) -> dict[str, list[str]]:
         """Merge cached extractions, extract the rest; returns errors per doc."""
