@@ -135,13 +135,6 @@ class MilvusStore:
             return []
         return list(self.client.get(self.names[kind], ids=list(ids), output_fields=output_fields or ["*"]))
 
-    def existing_ids(self, kind: str, ids: list[str]) -> set[str]:
-        """Which of ``ids`` are stored."""
-        if not ids:
-            return set()
-        rows = self.client.get(self.names[kind], ids=list(ids), output_fields=["id"])
-        return {row["id"] for row in rows}
-
     def count(self, kind: str) -> int:
         return int(self.client.query(self.names[kind], filter="", output_fields=["count(*)"])[0]["count(*)"])
 
@@ -166,7 +159,7 @@ class MilvusStore:
 
 @ray.remote
 class VectorStoreActor:
-    """The single owner of a Milvus Lite file (or a shared handle on a server)."""
+    """The single owner of a Milvus Lite file while indexing (a server is written directly)."""
 
     def __init__(self, uri: str, dim: int, prefix: str = "lightrag", token: str = "", db_name: str = "default"):
         self.store = MilvusStore(uri, dim, prefix, token, db_name)
@@ -176,15 +169,6 @@ class VectorStoreActor:
 
     def delete(self, kind: str, ids: list[str]) -> None:
         self.store.delete(kind, ids)
-
-    def search(self, kind: str, vectors: Any, top_k: int, filter: str = "", output_fields: list[str] | None = None):
-        return self.store.search(kind, vectors, top_k, filter, output_fields)
-
-    def count(self, kind: str) -> int:
-        return self.store.count(kind)
-
-    def get(self, kind: str, ids: list[str], output_fields: list[str] | None = None) -> list[dict[str, Any]]:
-        return self.store.get(kind, ids, output_fields)
 
     def close(self) -> None:
         self.store.close()
