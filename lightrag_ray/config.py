@@ -73,7 +73,7 @@ class EmbeddingConfig(_Section):
     base_url: str = Field("http://127.0.0.1:8000/v1", description="OpenAI-compatible embeddings URL.")
     api_key: str = "EMPTY"
     batch_size: int = Field(64, gt=0, description="Texts per embedding call.")
-    actors: int = Field(1, gt=0, description="Embedding actors in the Ray Data pool.")
+    actors: int = Field(1, gt=0, description="Embedding actors started for each indexing run.")
     num_cpus: float = Field(0.5, gt=0, description="CPUs per embedding actor.")
     num_gpus: float = Field(0.0, ge=0)
     device: str = "cpu"

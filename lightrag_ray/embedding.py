@@ -113,13 +113,3 @@ def make_embedder(config: EmbeddingConfig) -> Embedder:
         return USEM3Embedder(config)
     return SentenceTransformerEmbedder(config)
 
-
-class EmbedBatch:
-    """Ray Data callable class: adds a ``vector`` column computed from ``text``."""
-
-    def __init__(self, config: EmbeddingConfig) -> None:
-        self.embedder = make_embedder(config)
-
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        batch["vector"] = self.embedder.embed([str(t) for t in batch["text"]])
-        return batch

@@ -11,27 +11,29 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import pandas as pd
 import ray
 
 from lightrag_ray import doc_status, extraction_cache
 from lightrag_ray.chunking import chunk_text
 from lightrag_ray.config import Settings
 from lightrag_ray.documents import list_input_files, parse_file
-from lightrag_ray.embedding import EmbedBatch
+from lightrag_ray.embedding_pool import EmbeddingPool, Item
 from lightrag_ray.graph.router import GraphRouter
 from lightrag_ray.fast_stage import extraction_stage_class
 from lightrag_ray.llm_stages import SummarizeItems
 from lightrag_ray.ray_runtime import actor_pool, ensure_ray
 from lightrag_ray.records import EntityRecord, RelationRecord
 from lightrag_ray.vectors import (
-    ActorVectorWriter, MilvusStore, VectorStoreActor, VectorWriter, delete_graph_vectors, graph_vector_items,
-    is_server_uri, vector_rows,
+    ActorVectorWriter, MilvusStore, VectorStoreActor, VectorWriter, chunk_vector_item, delete_graph_vectors,
+    graph_vector_items, is_server_uri, vector_rows,
 )
 from lightrag_ray.workspace import Workspace, WorkspaceMismatchError
 
@@ -89,6 +91,16 @@ def _read_documents(files: list[str], task_cpus: float, display_names: dict[str,
     return ds.flat_map(parse, num_cpus=task_cpus).materialize()
 
 
+def _blocks_of(
+    dataset: ray.data.Dataset, keep: Callable[[pd.DataFrame], pd.DataFrame], rows_per_block: int
+) -> ray.data.Dataset:
+    """The rows of ``dataset`` that ``keep`` keeps, as blocks of ``rows_per_block`` rows."""
+    kept = [keep(batch) for batch in dataset.iter_batches(batch_size=rows_per_block, batch_format="pandas")]
+    rows = pd.concat(kept, ignore_index=True) if kept else pd.DataFrame()
+    parts = [rows.iloc[start : start + rows_per_block] for start in range(0, len(rows), rows_per_block)]
+    return ray.data.from_pandas(parts or [rows])
+
+
 def _records(rows: list[dict[str, Any]]) -> tuple[list[EntityRecord], list[RelationRecord]]:
     entities: list[EntityRecord] = []
     relations: list[RelationRecord] = []
@@ -113,6 +125,8 @@ class IndexRun:
         self.display_names = display_names or {}
         self.router = router
         self.vectors = vectors
+        self.writer: VectorWriter | None = None
+        self._embed_error: BaseException | None = None
         self.say = progress or (lambda _message: None)
         self.report = IndexReport()
         self.workspace = Workspace(settings.workspace)
@@ -174,7 +188,10 @@ class IndexRun:
             return errors
         self.say(f"extracting {len(missing)} chunks ({len(cached)} from cache)")
         ex, llm = self.settings.extraction, self.settings.llm
-        extracted = chunks.filter(lambda row: row["chunk_id"] in missing, num_cpus=self.settings.ray.task_cpus).map_batches(
+        # One block per LLM batch: a block holding several batches is worked through by one
+        # actor while the others idle (Ray Data's repartition task wants a whole CPU).
+        todo = _blocks_of(chunks, lambda batch: batch[batch["chunk_id"].isin(missing)], llm.max_concurrency)
+        extracted = todo.map_batches(
             extraction_stage_class(self.settings),
             fn_constructor_kwargs={"settings": self.settings_dict},
             batch_size=llm.max_concurrency,
@@ -213,34 +230,54 @@ class IndexRun:
         self.report.summaries = len(summaries)
         router.add_summaries(summaries)
 
-    def _embed(self, chunks: ray.data.Dataset, router: GraphRouter) -> None:
+    def _embed_in_background(self, pool: EmbeddingPool, chunks: ray.data.Dataset) -> threading.Thread:
+        """Embed and store the chunk vectors while the LLM extracts (errors surface in ``_embed``)."""
+
+        def batches() -> Iterable[list[Item]]:
+            for batch in chunks.iter_batches(batch_size=pool.batch_size, batch_format="pandas"):
+                yield [chunk_vector_item(row) for row in batch.to_dict("records")]
+
+        def work() -> None:
+            try:
+                self._embed_items(pool, batches())
+            except BaseException as error:  # noqa: BLE001 - re-raised by the main thread
+                self._embed_error = error
+
+        thread = threading.Thread(target=work, name="embed-chunks", daemon=True)
+        thread.start()
+        return thread
+
+    def _embed_items(self, pool: EmbeddingPool, batches: Iterable[list[Item]]) -> None:
+        """Embed ``batches`` (a bounded number in flight) and upsert their vectors."""
+        for batch in batches:
+            pool.submit(batch)
+            for items, vectors in pool.completed(leave=pool.max_in_flight):
+                self._write_vectors(items, vectors)
+        for items, vectors in pool.completed():
+            self._write_vectors(items, vectors)
+
+    def _write_vectors(self, items: list[Item], vectors: Any) -> None:
+        if self.writer is None:
+            self.writer = self._vector_writer(int(vectors.shape[1]))
+        for kind, kind_rows in vector_rows(items, list(vectors)).items():
+            self.writer.upsert(kind, kind_rows)
+        self.report.vectors_upserted += len(items)
+
+    def _embed(self, pool: EmbeddingPool, chunk_thread: threading.Thread, router: GraphRouter) -> None:
+        """Wait for the chunk vectors, then embed and store the changed entities and relations."""
+        chunk_thread.join()
+        if self._embed_error is not None:
+            raise self._embed_error
         changes = router.take_changes()
         items = graph_vector_items(changes)
-
-        def chunk_item(row: dict[str, Any]) -> dict[str, Any]:
-            meta = {"doc_id": row["doc_id"], "file_path": row["file_path"], "order": row["order"], "text": row["text"]}
-            return {"kind": "chunks", "id": row["chunk_id"], "text": row["text"], "meta": json.dumps(meta)}
-
-        dataset = chunks.map(chunk_item, num_cpus=self.settings.ray.task_cpus)
         if items:
-            dataset = dataset.union(ray.data.from_items(items))
-        emb = self.settings.embedding
-        embedded = dataset.map_batches(
-            EmbedBatch, fn_constructor_kwargs={"config": emb}, batch_size=emb.batch_size * 4,
-            **actor_pool(emb.actors, emb.num_cpus, emb.num_gpus),
-        )
-        writer = None
-        for batch in embedded.iter_batches(batch_size=1024, batch_format="pandas"):
-            writer = writer or self._vector_writer(len(batch["vector"].iloc[0]))
-            rows = batch.to_dict("records")
-            for kind, kind_rows in vector_rows(rows, list(batch["vector"])).items():
-                writer.upsert(kind, kind_rows)
-            self.report.vectors_upserted += len(batch)
+            self.say(f"embedding {len(items)} entities and relations")
+        self._embed_items(pool, (items[start : start + pool.batch_size] for start in range(0, len(items), pool.batch_size)))
         if changes["removed"]:
-            writer = writer or self._vector_writer(self.manifest["embedding_dim"])
-            delete_graph_vectors(writer, changes["removed"])
-        if writer is not None and writer is not self.vectors:
-            writer.close()
+            self.writer = self.writer or self._vector_writer(self.manifest["embedding_dim"])
+            delete_graph_vectors(self.writer, changes["removed"])
+        if self.writer is not None and self.writer is not self.vectors:
+            self.writer.close()
 
     def _vector_writer(self, dim: int) -> VectorWriter:
         recorded = self.manifest.get("embedding_dim")
@@ -279,16 +316,19 @@ class IndexRun:
             self.report.seconds = round(time.monotonic() - started, 2)
             return self.report
         router = self.router or GraphRouter(self.settings.workspace, self.settings.graph)
+        pool = EmbeddingPool(self.settings.embedding)  # loads the model while the next stages run
         try:
             chunks = self._chunk(docs, todo)
             self.report.chunks = chunks.count()
             self.say(f"{len(todo)} documents to index, {self.report.chunks} chunks")
+            chunk_thread = self._embed_in_background(pool, chunks)
             errors = self._extract(chunks, router)
             self._summarize(router)
-            self._embed(chunks, router)
+            self._embed(pool, chunk_thread, router)
             router.save()
             self._finish(chunks, todo, errors, router)
         finally:
+            pool.close()
             if router is not self.router:
                 router.close()
         self.report.seconds = round(time.monotonic() - started, 2)

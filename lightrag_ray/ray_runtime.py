@@ -26,9 +26,10 @@ def ensure_ray(settings: Settings) -> None:
 
 
 def actor_pool(size: int, num_cpus: float, num_gpus: float = 0.0) -> dict[str, Any]:
-    """``map_batches`` keyword arguments for an autoscaling pool of 1..size actors."""
+    """``map_batches`` keyword arguments for a pool of ``size`` actors (all started at once:
+    each one's LLM concurrency is part of the configured total)."""
     options: dict[str, Any] = {
-        "compute": ray.data.ActorPoolStrategy(min_size=1, max_size=size),
+        "compute": ray.data.ActorPoolStrategy(size=size),
         "num_cpus": num_cpus,
     }
     if num_gpus:

@@ -48,6 +48,12 @@ def graph_vector_items(changes: dict[str, list[Any]]) -> list[dict[str, Any]]:
     return entities + relations
 
 
+def chunk_vector_item(row: dict[str, Any]) -> dict[str, Any]:
+    """The text to embed (kind, id, text, meta JSON) for one chunk row."""
+    meta = {"doc_id": row["doc_id"], "file_path": row["file_path"], "order": int(row["order"]), "text": row["text"]}
+    return {"kind": "chunks", "id": row["chunk_id"], "text": row["text"], "meta": json.dumps(meta)}
+
+
 def vector_rows(items: list[dict[str, Any]], vectors: list[Any]) -> dict[str, list[dict[str, Any]]]:
     """Milvus rows per collection from embedded items (id, vector and the meta fields)."""
     rows: dict[str, list[dict[str, Any]]] = {}
