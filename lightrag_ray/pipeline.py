@@ -10,6 +10,7 @@ come from the cache (``extractions/``) instead of the LLM.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import threading
 import time
@@ -94,11 +95,12 @@ def _read_documents(files: list[str], task_cpus: float, display_names: dict[str,
 def _blocks_of(
     dataset: ray.data.Dataset, keep: Callable[[pd.DataFrame], pd.DataFrame], rows_per_block: int
 ) -> ray.data.Dataset:
-    """The rows of ``dataset`` that ``keep`` keeps, as blocks of ``rows_per_block`` rows."""
-    kept = [keep(batch) for batch in dataset.iter_batches(batch_size=rows_per_block, batch_format="pandas")]
-    rows = pd.concat(kept, ignore_index=True) if kept else pd.DataFrame()
-    parts = [rows.iloc[start : start + rows_per_block] for start in range(0, len(rows), rows_per_block)]
-    return ray.data.from_pandas(parts or [rows])
+    """The rows of ``dataset`` that ``keep`` keeps, as blocks of ``rows_per_block`` rows
+    (built in this process: ``from_pandas`` would start one-CPU tasks a busy cluster may
+    never have free)."""
+    rows = [row for batch in dataset.iter_batches(batch_size=rows_per_block, batch_format="pandas")
+            for row in keep(batch).to_dict("records")]
+    return ray.data.from_items(rows, override_num_blocks=max(1, math.ceil(len(rows) / rows_per_block)))
 
 
 def _records(rows: list[dict[str, Any]]) -> tuple[list[EntityRecord], list[RelationRecord]]:
@@ -139,7 +141,7 @@ class IndexRun:
         known = doc_status.load(self.workspace)
         todo: dict[str, dict[str, Any]] = {}
         failures = []
-        for row in docs.select_columns(["doc_id", "file_path", "error"]).iter_rows():
+        for row in docs.select_columns(["doc_id", "file_path", "error"], num_cpus=self.settings.ray.task_cpus).iter_rows():
             if row["error"]:
                 failures.append({"doc_id": row["doc_id"], "file_path": row["file_path"], "status": doc_status.FAILED,
                                  "error": row["error"], "chunks": 0})
@@ -177,7 +179,7 @@ class IndexRun:
         """Merge cached extractions, extract the rest; returns errors per doc."""
         fingerprint = extraction_cache.extraction_fingerprint(self.settings)
         cache = extraction_cache.load_cache(self.workspace, fingerprint)
-        ids = [row["chunk_id"] for row in chunks.select_columns(["chunk_id"]).iter_rows()]
+        ids = [row["chunk_id"] for row in chunks.select_columns(["chunk_id"], num_cpus=self.settings.ray.task_cpus).iter_rows()]
         cached = [cache[c] for c in ids if c in cache]
         self.report.chunks_cached = len(cached)
         for start in range(0, len(cached), 500):
@@ -336,7 +338,7 @@ class IndexRun:
 
     def _finish(self, chunks: ray.data.Dataset, todo: dict, errors: dict[str, list[str]], router: GraphRouter) -> None:
         per_doc: dict[str, int] = defaultdict(int)
-        for row in chunks.select_columns(["doc_id"]).iter_rows():
+        for row in chunks.select_columns(["doc_id"], num_cpus=self.settings.ray.task_cpus).iter_rows():
             per_doc[row["doc_id"]] += 1
         changes = []
         for doc, row in todo.items():
