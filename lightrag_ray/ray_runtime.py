@@ -26,10 +26,12 @@ def ensure_ray(settings: Settings) -> None:
 
 
 def actor_pool(size: int, num_cpus: float, num_gpus: float = 0.0) -> dict[str, Any]:
-    """``map_batches`` keyword arguments for a pool of ``size`` actors (all started at once:
-    each one's LLM concurrency is part of the configured total)."""
+    """``map_batches`` keyword arguments for a pool of ``size`` actors, all started at once
+    and given one batch at a time: each actor's LLM concurrency is its share of the
+    configured total, so a batch queued behind another on a busy actor (while a slower
+    starting one idles) would halve the requests in flight."""
     options: dict[str, Any] = {
-        "compute": ray.data.ActorPoolStrategy(size=size),
+        "compute": ray.data.ActorPoolStrategy(size=size, max_tasks_in_flight_per_actor=1),
         "num_cpus": num_cpus,
     }
     if num_gpus:
