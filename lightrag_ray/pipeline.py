@@ -219,10 +219,12 @@ class IndexRun:
             return
         self.say(f"summarising {len(todo)} long descriptions")
         ex = self.settings.extraction
-        results = ray.data.from_items(todo).map_batches(
+        batch = self.settings.llm.max_concurrency  # one block per batch, as in _extract
+        blocks = math.ceil(len(todo) / batch)
+        results = ray.data.from_items(todo, override_num_blocks=blocks).map_batches(
             SummarizeItems,
             fn_constructor_kwargs={"settings": self.settings_dict},
-            batch_size=self.settings.llm.max_concurrency,
+            batch_size=batch,
             **actor_pool(ex.actors, ex.num_cpus, ex.num_gpus),
         ).take_all()
         summaries = {row["hash"]: row["summary"] for row in results if not row["error"]}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -16,14 +15,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import sim_llm  # noqa: E402
 
-PARAGRAPHS = (
-    "Ebenezer Scrooge kept his counting-house in London. Bob Cratchit copied letters for Ebenezer Scrooge "
-    "in a dismal little cell. Fred invited Ebenezer Scrooge to Christmas dinner.",
-    "Jacob Marley had been dead for seven years. The ghost of Jacob Marley visited Ebenezer Scrooge on "
-    "Christmas Eve and warned him of three spirits.",
-    "Tiny Tim is the son of Bob Cratchit. The Ghost of Christmas Present showed Ebenezer Scrooge the "
-    "Cratchit family at dinner in Camden Town.",
-)
+from tests.bench_helpers import script_env, tiny_corpus  # noqa: E402
+
 
 
 def test_sim_llm_classifies_both_systems_prompts():
@@ -56,11 +49,9 @@ def test_sim_llm_classifies_both_systems_prompts():
 
 @pytest.mark.timeout(180)
 def test_bench_index_prints_table_with_positive_counts(tmp_path):
-    corpus = tmp_path / "three_paragraphs.txt"
-    corpus.write_text("\n\n".join(PARAGRAPHS), encoding="utf-8")
+    corpus = tiny_corpus(tmp_path)
     out = tmp_path / "rows.json"
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
-    env.pop("RAY_ADDRESS", None)
+    env = script_env()
     command = [sys.executable, str(ROOT / "scripts" / "bench_index.py"), "--corpus", str(corpus),
                "--concurrency", "4", "--latency", "0", "--workdir", str(tmp_path / "work"),
                "--json-out", str(out)]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_bench_index import PARAGRAPHS
+from tests.bench_helpers import script_env, tiny_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES = ("naive", "local", "global", "hybrid", "mix")
@@ -19,11 +18,9 @@ MODES = ("naive", "local", "global", "hybrid", "mix")
 
 @pytest.mark.timeout(240)
 def test_bench_query_reports_latency_and_llm_calls_per_mode(tmp_path):
-    corpus = tmp_path / "three_paragraphs.txt"
-    corpus.write_text("\n\n".join(PARAGRAPHS), encoding="utf-8")
+    corpus = tiny_corpus(tmp_path)
     out = tmp_path / "rows.json"
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
-    env.pop("RAY_ADDRESS", None)  # the children start their own clusters
+    env = script_env()
     command = [sys.executable, str(ROOT / "scripts" / "bench_query.py"), "--corpus", str(corpus),
                "--questions", "3", "--answers", "1", "--workdir", str(tmp_path / "work"),
                "--json-out", str(out), "--plot", str(tmp_path / "latency.png")]
