@@ -455,13 +455,18 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> bool:
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.set_xlabel("LLM concurrency (requests in flight)")
     ax.set_ylabel("indexing wall time (s)")
+    save_plot(fig, ax, path, title)
+    return True
+
+
+def save_plot(fig: Any, ax: Any, path: Path, title: str, grid_axis: str = "both") -> None:
+    """Title, grid and legend on ``ax``; write ``fig`` to ``path`` and close it."""
     ax.set_title(title)
-    ax.grid(True, alpha=0.3)
+    ax.grid(True, axis=grid_axis, alpha=0.3)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return True
+    pyplot().close(fig)
 
 
 # ---- main -------------------------------------------------------------------------------

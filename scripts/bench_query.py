@@ -65,6 +65,7 @@ from bench_index import (  # noqa: E402
     pyplot,
     ray_settings,
     run_child,
+    save_plot,
     sim_get,
 )
 
@@ -337,12 +338,7 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> bool:
     ax.set_xticks(range(len(modes)))
     ax.set_xticklabels(modes)
     ax.set_ylabel("context-only retrieval ms (bar p50, whisker p95)")
-    ax.set_title(title)
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_plot(fig, ax, path, title, grid_axis="y")
     return True
 
 
