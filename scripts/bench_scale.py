@@ -1,0 +1,726 @@
+"""Scale benchmark: synthetic extraction records merged into the graph shards at growing size.
+
+Starts its own local Ray cluster (2 CPUs) and measures, in one process:
+
+1. **merge**: for each ``--mentions`` size and ``--shards`` count, synthetic extraction
+   records are applied to fresh shard actors in batches of ``--batch-chunks`` chunks (the
+   pipeline applies one Ray Data batch of extraction results per call). Reported: merged
+   entities and relations (checked against the distinct names and pairs generated), merge
+   time (the ``router.apply`` calls only, generation excluded), mentions/s, snapshot save
+   time and size, time to start the shards again from the snapshot, and each shard actor's
+   RSS when empty, after the merge and after the reload.
+2. **add**: the non-LLM time to add one ``--doc-chunks``-chunk document (the next piece of
+   *A Christmas Carol*) to the largest graph, sharded ``--add-shards`` ways: ``index_paths``
+   in LLM extraction mode against the simulated LLM of ``scripts/sim_llm.py`` at zero
+   latency. First with shards started from the snapshot (cold), then a second document
+   through the same open router (warm); the same two documents on an empty workspace give
+   the fixed-cost baseline. Stage times come from the pipeline's progress lines and from
+   timing every router call.
+3. **query**: context-only ``retrieve()`` latency per mode on that graph (no LLM: keywords
+   come from the question), over ``--questions`` questions each naming an entity of the graph.
+
+Synthetic records (deterministic for a ``--seed``): a pool of ``--entities`` invented
+two-word names ranked by popularity; a size of M mentions uses the
+``entities * M / max(mentions)`` most popular names, each mentioned once, the remaining
+mentions drawn Zipf-like (p ~ 1 / rank^``--skew``). Chunks hold 20-40 mentions, ten chunks
+make a document; an entity description is the name plus a 30-60-word window of the book's
+text; each chunk relates ``--relations-per-mention`` x its mentions random pairs of its names
+(description 30-60 words, two keywords, weight 1-10). Half of the names the simulated LLM
+extracts from the two new documents are planted in the pool at Zipf-drawn ranks, so adding
+a document touches existing entities, popular ones included.
+
+Workspace of the add/query graph: after the merge, descriptions over the summary limits get
+a synthetic summary (the first fragments, ~250 tokens; a real run would ask the LLM), the
+shards' change feed gives every entity and relation, and they go to Milvus Lite with random
+unit vectors, the chunks (text: their mentions' descriptions) too; the entities named in the
+questions get their real MiniLM vectors so that retrieval finds them. Embedding everything
+with MiniLM on CPU (~60 short texts/s on 2 cores) would take over two hours at 200k entities;
+even so, writing the ~0.5M rows through Milvus Lite takes several minutes (printed).
+
+    .venv/bin/python scripts/bench_scale.py --workdir /tmp/bench_scale_out/work \\
+        --json-out /tmp/bench_scale_out/bench_scale.json --plot /tmp/bench_scale_out/bench_scale.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import shlex
+import shutil
+import string
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+
+import ray  # noqa: E402
+
+from bench_index import pyplot  # noqa: E402
+from bench_serve import machine  # noqa: E402
+from lightrag_ray.config import ChunkingConfig, ExtractionConfig, GraphConfig, Settings, load_settings  # noqa: E402
+from lightrag_ray.embedding import make_embedder  # noqa: E402
+from lightrag_ray.extraction import entity_key  # noqa: E402
+from lightrag_ray.graph.router import GraphRouter  # noqa: E402
+from lightrag_ray.ids import chunk_id, entity_id  # noqa: E402
+from lightrag_ray.pipeline import IndexRun, index_paths  # noqa: E402
+from lightrag_ray.query import QueryParam  # noqa: E402
+from lightrag_ray.records import EntityRecord, RelationRecord  # noqa: E402
+from lightrag_ray.session import LocalSession  # noqa: E402
+from lightrag_ray.tokenizer import get_encoding  # noqa: E402
+from lightrag_ray.vectors import MilvusStore, graph_vector_items, vector_rows  # noqa: E402
+from lightrag_ray.workspace import Workspace  # noqa: E402
+from sim_llm import SimLLM  # noqa: E402
+from tests.scripted_llm import derive_records  # noqa: E402
+
+BOOK = ROOT.parent / "shared" / "data" / "christmas_carol" / "mock_data.txt"
+MODES = ("naive", "local", "global", "hybrid", "mix")
+CHUNK_MENTIONS = (20, 40)  # mentions per synthetic chunk (inclusive)
+DESCRIPTION_WORDS = (30, 60)
+CHUNKS_PER_DOC = 10
+CHUNK_CHARS = 5000  # synthetic chunk text, ~1200 tokens
+SUMMARY_CHARS = 1200  # synthetic summary, ~250 tokens
+UPSERT_ROWS = 5000
+ADD_TARGET_S, QUERY_TARGET_MS = 5.0, 100.0  # issue 5
+
+
+STARTED = time.perf_counter()
+
+
+def log(message: str) -> None:
+    """Progress on stderr, timestamped from the start of the script."""
+    print(f"[bench_scale {time.perf_counter() - STARTED:7.1f} s] {message}", file=sys.stderr, flush=True)
+
+
+# ---- synthetic records -------------------------------------------------------------------
+def zipf(n: int, skew: float) -> np.ndarray:
+    """Probabilities of ranks 0..n-1, proportional to 1 / (rank + 1)^skew."""
+    weights = 1.0 / np.arange(1, n + 1, dtype=np.float64) ** skew
+    return weights / weights.sum()
+
+
+def name_pool(size: int, known: list[str], seed: int, skew: float) -> list[str]:
+    """``size`` names with distinct entity keys, most popular first: ``known`` names at
+    Zipf-drawn ranks, invented two-word names (``Bako Rive``) everywhere else."""
+    rng = np.random.default_rng([seed, 1])
+    known = list({entity_key(n): n for n in known}.values())[:size]
+    syllables = [c + v for c in "bdfghklmnprstvz" for v in "aeiou"]
+    words = [a + b for a in syllables for b in syllables]
+    taken = {entity_key(n) for n in known}
+    codes = rng.choice(len(words) ** 2, size + len(known), replace=False)
+    invented = (f"{words[c // len(words)].capitalize()} {words[c % len(words)].capitalize()}" for c in codes)
+    fill = iter([n for n in invented if entity_key(n) not in taken][: size - len(known)])
+    ranks = set(rng.choice(size, len(known), replace=False, p=zipf(size, skew)).tolist()) if known else set()
+    planted = iter(known)
+    return [next(planted) if rank in ranks else next(fill) for rank in range(size)]
+
+
+@dataclass
+class Batch:
+    """Records of a run of consecutive chunks, and those chunks' Milvus rows (when asked)."""
+
+    entities: list[EntityRecord]
+    relations: list[RelationRecord]
+    chunks: list[dict[str, Any]]
+
+
+class Corpus:
+    """Word windows of a text and a ranked name pool: the material of every workload."""
+
+    def __init__(self, text: str, pool: int, known: list[str], seed: int, skew: float) -> None:
+        words = text.split()
+        self.text = " ".join(words)
+        self.starts = np.cumsum([0] + [len(w) + 1 for w in words]).tolist()  # char offset of each word
+        self.words = len(words)
+        vocab = {w.strip(string.punctuation).lower() for w in words}
+        self.vocab = sorted(w for w in vocab if w.isalpha() and len(w) > 3)
+        self.names = name_pool(pool, known, seed, skew)
+        rng = np.random.default_rng([seed, 2])
+        types = ExtractionConfig().entity_types
+        self.types = [types[i] for i in rng.integers(0, len(types), pool)]
+        self.seed, self.skew = seed, skew
+
+    def window(self, start: int, words: int) -> str:
+        """``words`` consecutive words of the text from word ``start``."""
+        return self.text[self.starts[start] : self.starts[start + words] - 1]
+
+
+class Workload:
+    """M mentions over the ``distinct`` most popular names, cut into chunks, with
+    ``relation_ratio`` relation records per mention between names of the same chunk.
+
+    Every random draw happens here (vectorised), so the distinct entities and relations are
+    known before any record is built, and ``batches`` only formats records."""
+
+    def __init__(self, corpus: Corpus, mentions: int, distinct: int, relation_ratio: float) -> None:
+        self.corpus = corpus
+        distinct = max(1, min(distinct, mentions, len(corpus.names)))
+        rng = np.random.default_rng([corpus.seed, 3, mentions])
+        extra = rng.choice(distinct, mentions - distinct, p=zipf(distinct, corpus.skew))
+        self.ids = rng.permutation(np.concatenate([np.arange(distinct), extra]))  # every name at least once
+        sizes = rng.integers(CHUNK_MENTIONS[0], CHUNK_MENTIONS[1] + 1, mentions // CHUNK_MENTIONS[0] + 1)
+        bounds = np.concatenate([[0], np.cumsum(sizes)])
+        self.bounds = np.minimum(bounds[: np.searchsorted(bounds, mentions) + 1], mentions)
+        per_chunk = np.diff(self.bounds)
+        pairs = np.rint(per_chunk * relation_ratio).astype(np.int64)
+        self.pair_bounds = np.concatenate([[0], np.cumsum(pairs)])
+        chunk_of = np.repeat(np.arange(len(per_chunk)), pairs)
+        m = per_chunk[chunk_of]
+        a = rng.integers(0, m)
+        b = (a + 1 + rng.integers(0, np.maximum(m - 1, 1))) % m  # another position of the same chunk
+        self.pair_a, self.pair_b = self.bounds[chunk_of] + a, self.bounds[chunk_of] + b
+        self.mention_words, self.pair_words = self.words_drawn(rng, mentions), self.words_drawn(rng, len(chunk_of))
+        self.keywords = rng.integers(0, len(corpus.vocab), (len(chunk_of), 2))
+        self.weights = rng.integers(1, 11, len(chunk_of))
+        ends_a, ends_b = self.ids[self.pair_a], self.ids[self.pair_b]
+        self.valid = ends_a != ends_b  # a name related to itself is dropped, as the router does
+        keys = np.minimum(ends_a, ends_b)[self.valid] * distinct + np.maximum(ends_a, ends_b)[self.valid]
+        self.distinct_entities = int(np.unique(self.ids).size)
+        self.distinct_relations = int(np.unique(keys).size)
+        self.mentions = mentions
+        self.relation_records = int(self.valid.sum())
+        self.chunks = len(per_chunk)
+        self.mention_counts = np.bincount(self.ids, minlength=distinct)
+
+    def words_drawn(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """(start word, length) of ``n`` description windows."""
+        lengths = rng.integers(DESCRIPTION_WORDS[0], DESCRIPTION_WORDS[1] + 1, n)
+        starts = rng.integers(0, self.corpus.words - DESCRIPTION_WORDS[1], n)
+        return np.stack([starts, lengths], axis=1)
+
+    def batches(self, batch_chunks: int, with_chunks: bool = False) -> Iterator[Batch]:
+        """Records of ``batch_chunks`` chunks at a time (plus the chunks' Milvus rows)."""
+        c = self.corpus
+        names, types = c.names, c.types
+        ids, mention_words, pair_words = self.ids.tolist(), self.mention_words.tolist(), self.pair_words.tolist()
+        pair_a, pair_b, valid = self.pair_a.tolist(), self.pair_b.tolist(), self.valid.tolist()
+        keywords, weights = self.keywords.tolist(), self.weights.tolist()
+        for first in range(0, self.chunks, batch_chunks):
+            entities: list[EntityRecord] = []
+            relations: list[RelationRecord] = []
+            chunks: list[dict[str, Any]] = []
+            for chunk in range(first, min(first + batch_chunks, self.chunks)):
+                doc, order = divmod(chunk, CHUNKS_PER_DOC)
+                doc_id, path = f"doc-synthetic-{doc:07d}", f"synthetic/{doc:07d}.txt"
+                cid = chunk_id(doc_id, order, "")
+                lo, hi = int(self.bounds[chunk]), int(self.bounds[chunk + 1])
+                descriptions = []
+                for pos in range(lo, hi):
+                    k = ids[pos]
+                    start, length = mention_words[pos]
+                    descriptions.append(f"{names[k]} {c.window(start, length)}")
+                    entities.append(EntityRecord(names[k], types[k], descriptions[-1], cid, path))
+                for p in range(int(self.pair_bounds[chunk]), int(self.pair_bounds[chunk + 1])):
+                    if not valid[p]:
+                        continue
+                    source, target = names[ids[pair_a[p]]], names[ids[pair_b[p]]]
+                    start, length = pair_words[p]
+                    description = f"{source} and {target}: {c.window(start, length)}"
+                    relations.append(RelationRecord(source, target, ", ".join(c.vocab[i] for i in keywords[p]),
+                                                    description, cid, float(weights[p]), path))
+                if with_chunks:
+                    chunks.append({"id": cid, "doc_id": doc_id, "file_path": path, "order": order,
+                                   "text": " ".join(descriptions)[:CHUNK_CHARS]})
+            yield Batch(entities, relations, chunks)
+
+
+def distinct_for(mentions: int, sizes: list[int], entities: int) -> int:
+    """Distinct names at a size: proportional to the mentions, ``entities`` at the largest."""
+    return max(1, round(entities * mentions / max(sizes)))
+
+
+# ---- Ray-side measurements ---------------------------------------------------------------
+def _pid(_actor: Any) -> int:
+    return os.getpid()
+
+
+def shard_rss_mib(router: GraphRouter) -> list[float]:
+    """Resident memory of each shard actor's process."""
+    import psutil
+
+    pids = ray.get([shard.__ray_call__.remote(_pid) for shard in router.shards])
+    return [round(psutil.Process(pid).memory_info().rss / 2**20, 1) for pid in pids]
+
+
+def folder_mib(path: Path) -> float:
+    """Size of the files under ``path``."""
+    return round(sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20, 1)
+
+
+class TimedRouter(GraphRouter):
+    """A GraphRouter that records (method, start, end) of every call the pipeline makes."""
+
+    TIMED = ("apply", "pending_summaries", "add_summaries", "take_changes", "save", "counts")
+
+    def __init__(self, workspace_uri: str, config: GraphConfig) -> None:
+        start = time.perf_counter()
+        super().__init__(workspace_uri, config)
+        self.calls: list[tuple[str, float, float]] = [("open", start, time.perf_counter())]
+
+
+def _timed(name: str) -> Callable[..., Any]:
+    base = getattr(GraphRouter, name)
+
+    def method(self: TimedRouter, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return base(self, *args, **kwargs)
+        finally:
+            self.calls.append((name, start, time.perf_counter()))
+
+    method.__name__, method.__doc__ = name, base.__doc__
+    return method
+
+
+for _name in TimedRouter.TIMED:
+    setattr(TimedRouter, _name, _timed(_name))
+
+
+# ---- 1. merge ------------------------------------------------------------------------------
+def merge_run(work: Workload, shards: int, workspace: Path, batch_chunks: int,
+              prepare: Callable[[GraphRouter, list[dict[str, Any]]], None] | None = None) -> dict[str, Any]:
+    """Merge the workload into fresh shards, snapshot them, start them again from the snapshot.
+
+    ``prepare`` (router, chunk rows) runs after the merge, before the snapshot."""
+    config = GraphConfig(num_shards=shards)
+    router = GraphRouter(str(workspace), config)
+    rss_empty = shard_rss_mib(router)
+    merge_s, chunk_rows = 0.0, []
+    for batch in work.batches(batch_chunks, with_chunks=prepare is not None):
+        start = time.perf_counter()
+        router.apply(batch.entities, batch.relations)
+        merge_s += time.perf_counter() - start
+        chunk_rows += batch.chunks
+    counts = router.counts()
+    rss_merged = shard_rss_mib(router)
+    if prepare is not None:
+        prepare(router, chunk_rows)
+    start = time.perf_counter()
+    router.save()
+    save_s = time.perf_counter() - start
+    router.close()
+    start = time.perf_counter()
+    router = GraphRouter(str(workspace), config)
+    load_s = time.perf_counter() - start
+    rss_loaded = shard_rss_mib(router)
+    reloaded = router.counts()
+    router.close()
+    if reloaded != counts:
+        raise RuntimeError(f"snapshot reload changed the graph: {counts} -> {reloaded}")
+    return {
+        "mentions": work.mentions, "relation_records": work.relation_records, "chunks": work.chunks,
+        "shards": shards, "distinct_entities": work.distinct_entities, "distinct_relations": work.distinct_relations,
+        "entities": counts["entities"], "relations": counts["relations"], "merge_s": round(merge_s, 2),
+        "mentions_per_s": round(work.mentions / merge_s),
+        "records_per_s": round((work.mentions + work.relation_records) / merge_s),
+        "save_s": round(save_s, 2), "snapshot_mib": folder_mib(workspace / "graph"), "load_s": round(load_s, 2),
+        "rss_empty_mib": rss_empty, "rss_merged_mib": rss_merged, "rss_loaded_mib": rss_loaded,
+    }
+
+
+# ---- workspace of the add/query graph -----------------------------------------------------
+def synthetic_summary(item: dict[str, Any]) -> str:
+    """Stand-in for an LLM summary: the first fragments, ~250 tokens."""
+    return f"{item['name']}: " + " ".join(item["fragments"])[:SUMMARY_CHARS]
+
+
+def random_unit(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
+    """``n`` random unit vectors (float32)."""
+    vectors = rng.standard_normal((n, dim)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def prepare_workspace(router: GraphRouter, chunk_rows: list[dict[str, Any]], settings: Settings,
+                      real_vector_names: list[str], seed: int) -> dict[str, Any]:
+    """Summaries, manifest and Milvus rows of a merged graph, as an indexing run leaves them."""
+    graph = settings.graph
+    started = time.perf_counter()
+    todo = router.pending_summaries(graph.summary_max_fragments, graph.summary_max_tokens)
+    router.add_summaries({item["hash"]: synthetic_summary(item) for item in todo})
+    summaries_s = time.perf_counter() - started
+    items = graph_vector_items(router.take_changes())
+    log(f"prepare: {len(todo)} synthetic summaries in {summaries_s:.1f} s, change feed of {len(items)} entities and "
+        f"relations ({time.perf_counter() - started:.1f} s so far)")
+    embedder = make_embedder(settings.embedding)
+    wanted = {entity_id(entity_key(name)) for name in real_vector_names}
+    named = [item for item in items if item["id"] in wanted]
+    real = dict(zip((item["id"] for item in named), embedder.embed([item["text"] for item in named])))
+    run = IndexRun(settings, progress=None)  # creates the manifest from the settings, as indexing does
+    run.manifest.update({"embedding_dim": embedder.dim, "graph_version": 1, **router.counts()})
+    run.workspace.write_manifest(run.manifest)
+    vec, rng = settings.vectors, np.random.default_rng([seed, 4])
+    store = MilvusStore(settings.milvus_uri(), embedder.dim, vec.collection_prefix, vec.token, vec.db_name)
+    clock = time.perf_counter()
+    for start in range(0, len(items), UPSERT_ROWS):
+        part = items[start : start + UPSERT_ROWS]
+        vectors = [real.get(item["id"], v) for item, v in zip(part, random_unit(rng, len(part), embedder.dim))]
+        for kind, rows in vector_rows(part, vectors).items():
+            store.upsert(kind, rows)
+    for start in range(0, len(chunk_rows), UPSERT_ROWS):
+        rows = chunk_rows[start : start + UPSERT_ROWS]
+        vectors = random_unit(rng, len(rows), embedder.dim)
+        store.upsert("chunks", [{**row, "vector": v} for row, v in zip(rows, vectors)])
+    upsert_s, clock = time.perf_counter() - clock, time.perf_counter()
+    store.close()  # flushes the rows into indexed segments
+    close_s, clock = time.perf_counter() - clock, time.perf_counter()
+    MilvusStore(settings.milvus_uri(), embedder.dim, vec.collection_prefix, vec.token, vec.db_name).close()
+    open_s = time.perf_counter() - clock
+    info = {"summaries": len(todo), "vectors": len(items) + len(chunk_rows), "real_vectors": len(real),
+            "milvus_upsert_s": round(upsert_s, 1), "milvus_close_s": round(close_s, 1),
+            "milvus_open_s": round(open_s, 1), "prepare_s": round(time.perf_counter() - started, 1)}
+    log(f"prepare: {info}")
+    return info
+
+
+# ---- 2. add one document ---------------------------------------------------------------------
+def stage_times(calls: list[tuple[str, float, float]], progress: list[tuple[float, str]],
+                index_start: float, end: float) -> dict[str, float]:
+    """Split one index_paths run into stages by the router's call times and progress lines."""
+    calls = [call for call in calls if call[1] >= index_start]
+    first = {name: start for name, start, _ in reversed(calls)}
+    last_end = {name: stop for name, _, stop in calls}
+    extracting = next((t for t, message in progress if message.startswith("extracting")),
+                      first.get("apply", index_start))
+    summaries = first.get("pending_summaries", extracting)
+    summaries_end = max(last_end.get("pending_summaries", summaries), last_end.get("add_summaries", summaries))
+    changes = first.get("take_changes", summaries_end)
+    changes_end = last_end.get("take_changes", changes)
+    save = first.get("save", changes_end)
+    return {
+        "read_chunk_s": extracting - index_start,
+        "extract_s": summaries - extracting,
+        "merge_s": sum(stop - start for name, start, stop in calls if name == "apply"),
+        "summaries_s": summaries_end - summaries,
+        "chunk_vectors_wait_s": changes - summaries_end,
+        "take_changes_s": changes_end - changes,
+        "embed_upsert_s": save - changes_end,
+        "save_s": last_end.get("save", save) - save,
+        "finish_s": end - last_end.get("save", save),
+    }
+
+
+def add_document(settings: Settings, path: Path, label: str, router: TimedRouter | None,
+                 sim: SimLLM) -> tuple[dict[str, Any], TimedRouter]:
+    """Index one document; with no ``router``, open the shards first (counted in the total)."""
+    progress: list[tuple[float, str]] = []
+
+    def say(message: str) -> None:
+        progress.append((time.perf_counter(), message))
+        log(f"  pipeline: {message}")
+
+    before = int(Workspace(settings.workspace).read_manifest().get("entities", 0))
+    sim.reset()
+    started = time.perf_counter()
+    cold = router is None
+    router = router or TimedRouter(settings.workspace, settings.graph)
+    index_start = time.perf_counter()
+    report = index_paths([str(path)], settings, progress=say, router=router)
+    end = time.perf_counter()
+    if report.docs_failed or report.chunks_failed:
+        raise RuntimeError(f"indexing {path.name} failed: {report.errors[:2]}")
+    requests = sim.snapshot()["counts"]
+    stages = stage_times(router.calls, progress, index_start, end)
+    row = {"graph": label, "document": path.stem, "actors": "cold (load snapshot)" if cold else "warm",
+           "open_s": round(index_start - started, 2), **{k: round(v, 2) for k, v in stages.items()},
+           "total_s": round(end - started, 2), "chunks": report.chunks, "entities_before": before,
+           "entities_after": report.entities, "summaries": report.summaries, "llm_requests": requests,
+           "vectors_upserted": report.vectors_upserted, "progress": [(round(t - started, 2), m) for t, m in progress]}
+    log(f"add {path.stem} to the {label} graph ({row['actors']}): {row['total_s']} s, LLM requests {requests}")
+    return row, router
+
+
+def add_documents(settings: Settings, docs: list[Path], label: str, sim: SimLLM) -> list[dict[str, Any]]:
+    """The first document with shards started from the snapshot, the second through the same router."""
+    first, router = add_document(settings, docs[0], label, None, sim)
+    try:
+        second, _ = add_document(settings, docs[1], label, router, sim)
+    finally:
+        router.close()
+    return [first, second]
+
+
+def new_documents(folder: Path, chunks: int, chunking: ChunkingConfig) -> list[Path]:
+    """Two consecutive pieces of the book, each ``chunks`` chunks long, as .txt files."""
+    encoding = get_encoding(chunking.encoding)
+    tokens = encoding.encode(BOOK.read_text(encoding="utf-8"), disallowed_special=())
+    span = chunks * (chunking.chunk_tokens - chunking.overlap_tokens) + chunking.overlap_tokens
+    if 2 * span > len(tokens):
+        raise SystemExit(f"the book has {len(tokens)} tokens, two documents of {chunks} chunks need {2 * span}")
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(2):
+        path = folder / f"new-document-{i + 1}.txt"
+        path.write_text(encoding.decode(tokens[i * span : (i + 1) * span]), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+# ---- 3. query latency ------------------------------------------------------------------------
+def query_latency(settings: Settings, names: list[str]) -> tuple[list[dict[str, Any]], float]:
+    """Context-only retrieve() per mode for one question per name; (rows, session open s)."""
+    questions = [f"What is known about {name}?" for name in names]
+    started = time.perf_counter()
+    loop = asyncio.new_event_loop()
+    rows = []
+    with LocalSession(settings) as session:
+        open_s = time.perf_counter() - started
+        for mode in MODES:  # warm-up: first calls load the collections and open connections
+            loop.run_until_complete(session.engine.retrieve(questions[0], QueryParam(mode=mode)))
+        for mode in MODES:
+            ms, found, sizes = [], 0, []
+            for name, question in zip(names, questions):
+                start = time.perf_counter()
+                context, _, _ = loop.run_until_complete(session.engine.retrieve(question, QueryParam(mode=mode)))
+                ms.append((time.perf_counter() - start) * 1000)
+                found += entity_key(name) in {e["key"] for e in context.entities}
+                sizes.append((len(context.entities), len(context.relations), len(context.chunks)))
+            mean = np.mean(sizes, axis=0)
+            rows.append({"mode": mode, "questions": len(ms), "p50_ms": round(float(np.percentile(ms, 50)), 1),
+                         "p95_ms": round(float(np.percentile(ms, 95)), 1), "max_ms": round(max(ms), 1),
+                         "named_entity_found": found, "mean_entities": round(float(mean[0]), 1),
+                         "mean_relations": round(float(mean[1]), 1), "mean_passages": round(float(mean[2]), 1)})
+            log(f"query {mode}: p50 {rows[-1]['p50_ms']} ms")
+    loop.close()
+    return rows, open_s
+
+
+# ---- output ----------------------------------------------------------------------------------
+def markdown(headers: list[str], rows: list[list[Any]]) -> str:
+    """A markdown table; columns of numbers right-aligned."""
+    numeric = [all(isinstance(row[i], (int, float)) for row in rows) for i in range(len(headers))]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "".join("---:|" if n else "---|" for n in numeric)]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def merge_table(rows: list[dict[str, Any]]) -> str:
+    return markdown(
+        ["mentions", "shards", "relation records", "distinct entities / relations generated",
+         "merged entities / relations", "merge s", "mentions/s", "records/s", "save s", "snapshot MiB",
+         "reload s", "RSS per shard MiB: empty / merged / reloaded (max)"],
+        [[r["mentions"], r["shards"], r["relation_records"], f"{r['distinct_entities']} / {r['distinct_relations']}",
+          f"{r['entities']} / {r['relations']}", r["merge_s"], r["mentions_per_s"], r["records_per_s"], r["save_s"],
+          r["snapshot_mib"], r["load_s"], f"{max(r['rss_empty_mib']):.0f} / {max(r['rss_merged_mib']):.0f} / "
+          f"{max(r['rss_loaded_mib']):.0f}"] for r in rows])
+
+
+def add_table(rows: list[dict[str, Any]]) -> str:
+    return markdown(
+        ["graph", "document", "shard actors", "open shards s", "read + chunk s", "extract s (merge s)",
+         "summaries s (n)", "wait for chunk vectors s", "change feed s", "embed graph texts + upsert s",
+         "snapshot save s", "finish s", "total s",
+         "chunks", "entities before / after", "LLM requests (extract/glean/summary)", "vectors upserted"],
+        [[r["graph"], r["document"], r["actors"], r["open_s"], r["read_chunk_s"],
+          f"{r['extract_s']} ({r['merge_s']})", f"{r['summaries_s']} ({r['summaries']})", r["chunk_vectors_wait_s"],
+          r["take_changes_s"],
+          r["embed_upsert_s"], r["save_s"], r["finish_s"], r["total_s"], r["chunks"],
+          f"{r['entities_before']} / {r['entities_after']}",
+          "/".join(str(r["llm_requests"].get(k, 0)) for k in ("extract", "glean", "summary")),
+          r["vectors_upserted"]] for r in rows])
+
+
+def query_table(rows: list[dict[str, Any]]) -> str:
+    return markdown(
+        ["mode", "questions", "p50 ms", "p95 ms", "max ms", "named entity in context",
+         "mean entities / relations / passages"],
+        [[r["mode"], r["questions"], r["p50_ms"], r["p95_ms"], r["max_ms"],
+          f"{r['named_entity_found']}/{r['questions']}",
+          f"{r['mean_entities']} / {r['mean_relations']} / {r['mean_passages']}"] for r in rows])
+
+
+def graph_summary(info: dict[str, Any]) -> str:
+    """One paragraph on the add/query graph and how its workspace was prepared."""
+    planted = info["planted_names_mentions"]
+    text = (f"Graph of the add/query steps: {info['mentions']} mentions, {info['entities']} entities, "
+            f"{info['relations']} relations, {info['chunks']} chunks; mentions per entity: median "
+            f"{info['median_mentions']:g}, max {info['most_mentioned']}. {info['planted_names']} names of the new "
+            f"documents were planted (mentions: max {max(planted, default=0)}, "
+            f"{sum(m >= 100 for m in planted)} with 100 or more).")
+    if "prepare_s" in info:
+        text += (f" Preparation (not measured above): {info['summaries']} synthetic summaries, {info['vectors']} "
+                 f"vectors into Milvus Lite in {info['milvus_upsert_s']} s, flush and index on close "
+                 f"{info['milvus_close_s']} s, reopen {info['milvus_open_s']} s; {info['prepare_s']} s in all.")
+    if "session_open_s" in info:
+        text += f" Query session open (shards from the snapshot, Milvus, model): {info['session_open_s']:.1f} s."
+    return text
+
+
+def targets_table(adds: list[dict[str, Any]], queries: list[dict[str, Any]], info: dict[str, Any]) -> str:
+    """Issue 5's targets for this graph: add a document in < 5 s, retrieval p50 < 100 ms."""
+    rows = []
+    graph_adds = [r for r in adds if r["graph"] != "empty"]
+    if graph_adds:
+        measured = " / ".join(f"{r['actors'].split()[0]} {r['total_s']} s" for r in graph_adds)
+        met = "yes" if all(r["total_s"] < ADD_TARGET_S for r in graph_adds) else "no"
+        rows.append([f"add a document to the {info['entities']}-entity graph < {ADD_TARGET_S:g} s (non-LLM)",
+                     measured, met])
+    for r in queries:
+        rows.append([f"context-only retrieval p50 < {QUERY_TARGET_MS:g} ms, {r['mode']}", f"{r['p50_ms']} ms",
+                     "yes" if r["p50_ms"] < QUERY_TARGET_MS else "no"])
+    return markdown(["target", "measured", "met"], rows)
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> bool:
+    """Merge time vs mentions, one line per shard count (log-log)."""
+    plt = pyplot()
+    if plt is None:
+        return False
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for shards in sorted({r["shards"] for r in rows}):
+        points = sorted((r["mentions"], r["merge_s"]) for r in rows if r["shards"] == shards)
+        ax.plot(*zip(*points), marker="o", label=f"{shards} shard{'s' if shards > 1 else ''}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("entity mentions merged")
+    ax.set_ylabel("merge time (s)")
+    ax.set_title("Graph merge time vs size (2 CPUs)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+# ---- main ------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Default size: ~18 minutes on 2 cores (AMD EPYC), ~11 of them preparing Milvus Lite.\n"
+        "Tiny run: --mentions 1000 2000 --entities 500 --shards 1 2 --doc-chunks 2 --questions 5 --no-baseline")
+    parser.add_argument("--mentions", type=int, nargs="+", default=[10_000, 100_000, 1_000_000],
+                        help="entity mentions per size (default: 10000 100000 1000000)")
+    parser.add_argument("--shards", type=int, nargs="+", default=[1, 2, 4], help="shard counts (default: 1 2 4)")
+    parser.add_argument("--entities", type=int, default=200_000,
+                        help="distinct entities at the largest size; smaller sizes get a proportional share (200000)")
+    parser.add_argument("--skew", type=float, default=0.8, help="Zipf exponent of the name popularity (0.8)")
+    parser.add_argument("--relations-per-mention", type=float, default=0.3,
+                        help="relation records per entity mention (0.3: ~1.5 distinct relations per entity, as in "
+                        "the graphs of docs/benchmarks.md)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch-chunks", type=int, default=16,
+                        help="chunks per router.apply call (16, the pipeline's extraction batch)")
+    parser.add_argument("--add-shards", type=int, default=GraphConfig().num_shards,
+                        help="shards of the add/query graph, the largest size (default: the setting's default, 2)")
+    parser.add_argument("--doc-chunks", type=int, default=10, help="chunks of each added document (10)")
+    parser.add_argument("--questions", type=int, default=20, help="questions per query mode (20)")
+    parser.add_argument("--no-baseline", action="store_true", help="skip adding the documents to an empty workspace")
+    parser.add_argument("--skip-add", action="store_true", help="skip the add-document step")
+    parser.add_argument("--skip-query", action="store_true", help="skip the query step")
+    parser.add_argument("--workdir", default=None, help="scratch folder, kept (default: a new temp dir, removed)")
+    parser.add_argument("--json-out", default=None, help="write every row and setting as JSON here")
+    parser.add_argument("--plot", default="bench_scale.png", help="PNG of merge time vs mentions (bench_scale.png)")
+    args = parser.parse_args(argv)
+
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="bench_scale_"))
+    for folder in ("input", "graph", "empty", *(f"merge-{m}-{n}" for m in args.mentions for n in args.shards)):
+        shutil.rmtree(workdir / folder, ignore_errors=True)  # only what this script writes
+    largest = max(args.mentions)
+    sim = SimLLM(latency_s=0.0).start()
+    settings = load_settings(overrides={
+        "workspace": str(workdir / "graph"), "graph": {"num_shards": args.add_shards}, "extraction": {"mode": "llm"},
+        "llm": {"backend": "openai", "base_url": sim.url, "model": "sim", "timeout_s": 600.0}})
+    docs = new_documents(workdir / "input", args.doc_chunks, settings.chunking)
+    doc_names = [e["name"] for doc in docs for e in derive_records(doc.read_text(encoding="utf-8"))[0]]
+    known = doc_names[::2][: max(1, args.entities // 20)]  # half of the new documents' names exist already
+    corpus = Corpus(BOOK.read_text(encoding="utf-8"), args.entities, known, args.seed, args.skew)
+    rank = {name: i for i, name in enumerate(corpus.names)}
+    rng = np.random.default_rng([args.seed, 5])
+    head = corpus.names[: args.questions // 2]  # the most mentioned names, then random ones
+    question_names = head + [corpus.names[i] for i in rng.choice(
+        np.arange(len(head), args.entities), args.questions - len(head), replace=False)]
+    with_graph = not (args.skip_add and args.skip_query)
+    runs = [(m, n) for m in sorted(args.mentions) for n in args.shards]
+    if with_graph and (largest, args.add_shards) not in runs:
+        runs.append((largest, args.add_shards))
+
+    ray.init(address="local", num_cpus=2, namespace=settings.ray.namespace, include_dashboard=False,
+             logging_level=logging.WARNING)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    merges: list[dict[str, Any]] = []
+    adds: list[dict[str, Any]] = []
+    queries: list[dict[str, Any]] = []
+    graph_info: dict[str, Any] = {}
+    try:
+        for mentions, shards in runs:
+            work = Workload(corpus, mentions, distinct_for(mentions, args.mentions, args.entities),
+                            args.relations_per_mention)
+            log(f"merge {mentions} mentions ({work.distinct_entities} entities, {work.relation_records} relation "
+                f"records, {work.chunks} chunks) into {shards} shards")
+            if with_graph and (mentions, shards) == (largest, args.add_shards):
+                counts = work.mention_counts
+                planted = sorted((int(counts[rank[n]]) for n in known if rank.get(n, len(counts)) < len(counts)),
+                                 reverse=True)
+                graph_info = {"mentions": mentions, "entities": work.distinct_entities,
+                              "relations": work.distinct_relations, "chunks": work.chunks,
+                              "most_mentioned": int(counts.max()), "median_mentions": float(np.median(counts)),
+                              "planted_names": len(planted), "planted_names_mentions": planted}
+
+                def prepare(router: GraphRouter, chunk_rows: list[dict[str, Any]]) -> None:
+                    graph_info.update(prepare_workspace(router, chunk_rows, settings, question_names, args.seed))
+
+                merges.append(merge_run(work, shards, Path(settings.workspace), args.batch_chunks, prepare))
+            else:
+                workspace = workdir / f"merge-{mentions}-{shards}"
+                merges.append(merge_run(work, shards, workspace, args.batch_chunks))
+                shutil.rmtree(workspace, ignore_errors=True)
+            row = merges[-1]
+            log(f"  {row['merge_s']} s, {row['mentions_per_s']} mentions/s; save {row['save_s']} s, "
+                f"reload {row['load_s']} s")
+        if not args.skip_add:
+            if not args.no_baseline:
+                empty = settings.model_copy(update={"workspace": str(workdir / "empty")})
+                adds += add_documents(empty, docs, "empty", sim)
+            adds += add_documents(settings, docs, f"{graph_info['entities']}-entity", sim)
+        if not args.skip_query:
+            no_llm = settings.model_copy(update={"llm": settings.llm.model_copy(update={"backend": "none"})})
+            queries, graph_info["session_open_s"] = query_latency(no_llm, question_names)
+    finally:
+        sim.stop()
+        ray.shutdown()
+        if not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    given = argv if argv is not None else sys.argv[1:]
+    command = " ".join(shlex.quote(a) for a in ["python", "scripts/bench_scale.py", *given])
+    print("## Merge\n")
+    print(merge_table(merges))
+    if adds:
+        print(f"\n## Add one {args.doc_chunks}-chunk document (simulated LLM, zero latency)\n")
+        print(add_table(adds))
+    if queries:
+        print(f"\n## Context-only retrieval on the {graph_info['entities']}-entity graph\n")
+        print(query_table(queries))
+    if graph_info:
+        print(f"\n{graph_summary(graph_info)}")
+    if adds or queries:
+        print(f"\n## Targets\n\n{targets_table(adds, queries, graph_info)}")
+    print(f"\nmachine: {machine()}; command: {command}")
+    png = Path(args.plot)
+    if plot(merges, png):
+        print(f"plot: {png}")
+    if args.json_out:
+        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_out).write_text(json.dumps({
+            "command": command, "machine": machine(), "settings": vars(args), "graph": graph_info,
+            "merge": merges, "add": adds, "query": queries}, indent=2), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

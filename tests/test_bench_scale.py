@@ -1,0 +1,86 @@
+"""scripts/bench_scale.py runs end to end at a tiny size (a subprocess with its own Ray cluster)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import bench_scale  # noqa: E402
+
+
+def test_workload_is_deterministic_and_counts_what_it_generates():
+    corpus = bench_scale.Corpus("one two three four five six seven eight nine ten " * 20, 300,
+                                ["Ebenezer Scrooge", "Bob Cratchit"], seed=1, skew=0.8)
+    assert len({bench_scale.entity_key(n) for n in corpus.names}) == 300
+    assert {"Ebenezer Scrooge", "Bob Cratchit"} <= set(corpus.names)
+    work = bench_scale.Workload(corpus, 3000, 200, 0.5)
+    batches = list(work.batches(batch_chunks=4, with_chunks=True))
+    entities = [e for b in batches for e in b.entities]
+    relations = [r for b in batches for r in b.relations]
+    assert len(entities) == 3000 and len(relations) == work.relation_records
+    assert len({e.name for e in entities}) == work.distinct_entities == 200
+    assert len({frozenset((r.source, r.target)) for r in relations}) == work.distinct_relations
+    assert all(r.source != r.target for r in relations)
+    per_chunk = {}
+    for e in entities:
+        per_chunk[e.chunk_id] = per_chunk.get(e.chunk_id, 0) + 1
+    assert len(per_chunk) == work.chunks == sum(len(b.chunks) for b in batches)
+    assert all(20 <= n <= 40 for n in list(per_chunk.values())[:-1])
+    words = [len(e.description.split()) - len(e.name.split()) for e in entities]
+    assert min(words) >= 30 and max(words) <= 60
+    assert max(work.mention_counts) > 10 * sorted(work.mention_counts)[len(work.mention_counts) // 2]  # skewed
+    again = next(bench_scale.Workload(corpus, 3000, 200, 0.5).batches(batch_chunks=4))
+    assert again.entities == batches[0].entities and again.relations == batches[0].relations
+
+
+@pytest.mark.timeout(300)
+def test_bench_scale_prints_tables_with_consistent_counts(tmp_path):
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "RAY_ADDRESS": "local"}  # own cluster
+    out, png = tmp_path / "rows.json", tmp_path / "merge.png"
+    command = [sys.executable, str(ROOT / "scripts" / "bench_scale.py"), "--mentions", "1000", "2000",
+               "--entities", "500", "--shards", "1", "2", "--doc-chunks", "2", "--questions", "4", "--no-baseline",
+               "--workdir", str(tmp_path / "work"), "--json-out", str(out), "--plot", str(png)]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=290)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for header in ("| mentions | shards |", "| graph | document |", "| mode | questions | p50 ms |"):
+        assert header in done.stdout, done.stdout
+    result = json.loads(out.read_text(encoding="utf-8"))
+
+    merges = result["merge"]
+    assert [(r["mentions"], r["shards"]) for r in merges] == [(1000, 1), (1000, 2), (2000, 1), (2000, 2)]
+    for r in merges:
+        assert r["entities"] == r["distinct_entities"] == r["mentions"] // 4
+        assert r["relations"] == r["distinct_relations"] > 0
+        assert r["merge_s"] > 0 and r["mentions_per_s"] > 0 and r["save_s"] > 0 and r["load_s"] > 0
+        assert len(r["rss_merged_mib"]) == r["shards"] and min(r["rss_merged_mib"]) > 0
+        counts = f"{r['distinct_entities']} / {r['distinct_relations']} | {r['entities']} / {r['relations']} |"
+        assert f"\n| {r['mentions']} | {r['shards']} | {r['relation_records']} | {counts}" in done.stdout
+    assert merges[2]["relations"] == merges[3]["relations"]  # the graph does not depend on the shard count
+
+    first, second = result["add"]
+    assert (first["actors"], second["actors"]) == ("cold (load snapshot)", "warm")
+    assert first["entities_before"] == 500 and first["entities_after"] > 500
+    assert second["entities_before"] == first["entities_after"] <= second["entities_after"]
+    stages = ("open_s", "read_chunk_s", "extract_s", "summaries_s", "chunk_vectors_wait_s", "take_changes_s",
+              "embed_upsert_s", "save_s", "finish_s")
+    for r in (first, second):
+        assert r["chunks"] == 2 and r["llm_requests"]["extract"] == 2 and r["vectors_upserted"] > 2
+        assert all(r[s] >= 0 for s in stages) and 0 <= r["merge_s"] <= r["extract_s"]
+        assert abs(sum(r[s] for s in stages) - r["total_s"]) < 0.1  # the stages split the whole run
+    assert first["open_s"] > 0 and second["open_s"] == 0
+
+    queries = {r["mode"]: r for r in result["query"]}
+    assert list(queries) == ["naive", "local", "global", "hybrid", "mix"]
+    for r in queries.values():
+        assert r["questions"] == 4 and 0 < r["p50_ms"] <= r["p95_ms"] <= r["max_ms"]
+    assert queries["local"]["named_entity_found"] == 4  # the named entities carry real vectors
+    assert queries["naive"]["mean_passages"] > 0
+    assert png.stat().st_size > 0
