@@ -70,7 +70,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 import ray  # noqa: E402
 
-from bench_index import pyplot  # noqa: E402
+from bench_index import pyplot, save_plot  # noqa: E402
 from bench_serve import machine  # noqa: E402
 from lightrag_ray.config import ChunkingConfig, ExtractionConfig, GraphConfig, Settings, load_settings  # noqa: E402
 from lightrag_ray.embedding import make_embedder  # noqa: E402
@@ -587,13 +587,8 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
     ax.set_yscale("log")
     ax.set_xlabel("entity mentions merged")
     ax.set_ylabel("merge time (s)")
-    ax.set_title("Graph merge time vs size (2 CPUs)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_plot(fig, ax, path, "Graph merge time vs size (2 CPUs)")
     return True
 
 
