@@ -596,8 +596,8 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Default size: ~18 minutes on 2 cores (AMD EPYC), ~11 of them preparing Milvus Lite.\n"
-        "Tiny run: --mentions 1000 2000 --entities 500 --shards 1 2 --doc-chunks 2 --questions 5 --no-baseline")
+        epilog="Default size: 16-18 minutes on 2 cores (AMD EPYC), 7-11 of them preparing the add/query "
+        "workspace (27 under heavy load).\nTiny run: --mentions 1000 2000 --entities 500 --shards 1 2 --doc-chunks 2 --questions 5 --no-baseline")
     parser.add_argument("--mentions", type=int, nargs="+", default=[10_000, 100_000, 1_000_000],
                         help="entity mentions per size (default: 10000 100000 1000000)")
     parser.add_argument("--shards", type=int, nargs="+", default=[1, 2, 4], help="shard counts (default: 1 2 4)")
