@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import pandas as pd
 import ray
 
 from lightrag_ray import doc_status, extraction_cache
@@ -92,14 +91,11 @@ def _read_documents(files: list[str], task_cpus: float, display_names: dict[str,
     return ds.flat_map(parse, num_cpus=task_cpus).materialize()
 
 
-def _blocks_of(
-    dataset: ray.data.Dataset, keep: Callable[[pd.DataFrame], pd.DataFrame], rows_per_block: int
-) -> ray.data.Dataset:
-    """The rows of ``dataset`` that ``keep`` keeps, as blocks of ``rows_per_block`` rows
-    (built in this process: ``from_pandas`` would start one-CPU tasks a busy cluster may
-    never have free)."""
-    rows = [row for batch in dataset.iter_batches(batch_size=rows_per_block, batch_format="pandas")
-            for row in keep(batch).to_dict("records")]
+def _blocks_of(rows: list[dict[str, Any]], rows_per_block: int) -> ray.data.Dataset:
+    """``rows`` as blocks of ``rows_per_block`` rows, put by this process: they live in this
+    node's object store (the head's, under a RayJob), so losing a worker node loses none of
+    them, and no task has to build them (``from_pandas`` starts one-CPU tasks a busy
+    cluster may never have free)."""
     return ray.data.from_items(rows, override_num_blocks=max(1, math.ceil(len(rows) / rows_per_block)))
 
 
@@ -155,7 +151,15 @@ class IndexRun:
         self.report.docs_failed += len(failures)
         return todo
 
-    def _chunk(self, docs: ray.data.Dataset, todo: dict[str, dict[str, Any]]) -> ray.data.Dataset:
+    def _chunk(self, docs: ray.data.Dataset, todo: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+        """This run's chunk rows, held by the driver, which also writes the chunks table.
+
+        Four later steps read them (extraction input, chunk embedding, cached ids, chunks
+        per document); the driver needs every row's text for the first two anyway, so it
+        pulls them once instead of re-reading materialized blocks each time. That also keeps
+        them safe from a lost worker node: materialized blocks live in the object store of
+        the worker that cut them, and Ray Data cannot always rebuild them from lineage.
+        """
         chunking = self.settings.chunking
         wanted = {doc: row["file_path"] for doc, row in todo.items()}
 
@@ -167,19 +171,15 @@ class IndexRun:
                 overlap_tokens=chunking.overlap_tokens, encoding=chunking.encoding, file_path=row["file_path"],
             )
 
-        chunks = docs.flat_map(chunk, num_cpus=self.settings.ray.task_cpus).materialize()
-        if chunks.count():
-            chunks.write_parquet(
-                self.workspace.path("chunks"), filesystem=self.workspace.fs,
-                ray_remote_args={"num_cpus": self.settings.ray.task_cpus},
-            )
-        return chunks
+        rows = docs.flat_map(chunk, num_cpus=self.settings.ray.task_cpus).take_all()
+        self.workspace.append_rows(rows, "chunks")
+        return rows
 
-    def _extract(self, chunks: ray.data.Dataset, router: GraphRouter) -> dict[str, list[str]]:
+    def _extract(self, chunks: list[dict[str, Any]], router: GraphRouter) -> dict[str, list[str]]:
         """Merge cached extractions, extract the rest; returns errors per doc."""
         fingerprint = extraction_cache.extraction_fingerprint(self.settings)
         cache = extraction_cache.load_cache(self.workspace, fingerprint)
-        ids = [row["chunk_id"] for row in chunks.select_columns(["chunk_id"], num_cpus=self.settings.ray.task_cpus).iter_rows()]
+        ids = [row["chunk_id"] for row in chunks]
         cached = [cache[c] for c in ids if c in cache]
         self.report.chunks_cached = len(cached)
         for start in range(0, len(cached), 500):
@@ -191,8 +191,8 @@ class IndexRun:
         self.say(f"extracting {len(missing)} chunks ({len(cached)} from cache)")
         ex, llm = self.settings.extraction, self.settings.llm
         # One block per LLM batch: a block holding several batches is worked through by one
-        # actor while the others idle (Ray Data's repartition task wants a whole CPU).
-        todo = _blocks_of(chunks, lambda batch: batch[batch["chunk_id"].isin(missing)], llm.max_concurrency)
+        # actor while the others idle (summaries are cut the same way).
+        todo = _blocks_of([row for row in chunks if row["chunk_id"] in missing], llm.max_concurrency)
         extracted = todo.map_batches(
             extraction_stage_class(self.settings),
             fn_constructor_kwargs={"settings": self.settings_dict},
@@ -219,12 +219,10 @@ class IndexRun:
             return
         self.say(f"summarising {len(todo)} long descriptions")
         ex = self.settings.extraction
-        batch = self.settings.llm.max_concurrency  # one block per batch, as in _extract
-        blocks = math.ceil(len(todo) / batch)
-        results = ray.data.from_items(todo, override_num_blocks=blocks).map_batches(
+        results = _blocks_of(todo, self.settings.llm.max_concurrency).map_batches(
             SummarizeItems,
             fn_constructor_kwargs={"settings": self.settings_dict},
-            batch_size=batch,
+            batch_size=self.settings.llm.max_concurrency,
             **actor_pool(ex.actors, ex.num_cpus, ex.num_gpus),
         ).take_all()
         summaries = {row["hash"]: row["summary"] for row in results if not row["error"]}
@@ -234,12 +232,12 @@ class IndexRun:
         self.report.summaries = len(summaries)
         router.add_summaries(summaries)
 
-    def _embed_in_background(self, pool: EmbeddingPool, chunks: ray.data.Dataset) -> threading.Thread:
+    def _embed_in_background(self, pool: EmbeddingPool, chunks: list[dict[str, Any]]) -> threading.Thread:
         """Embed and store the chunk vectors while the LLM extracts (errors surface in ``_embed``)."""
 
         def batches() -> Iterable[list[Item]]:
-            for batch in chunks.iter_batches(batch_size=pool.batch_size, batch_format="pandas"):
-                yield [chunk_vector_item(row) for row in batch.to_dict("records")]
+            for start in range(0, len(chunks), pool.batch_size):
+                yield [chunk_vector_item(row) for row in chunks[start : start + pool.batch_size]]
 
         def work() -> None:
             try:
@@ -323,7 +321,7 @@ class IndexRun:
         pool = EmbeddingPool(self.settings.embedding)  # loads the model while the next stages run
         try:
             chunks = self._chunk(docs, todo)
-            self.report.chunks = chunks.count()
+            self.report.chunks = len(chunks)
             self.say(f"{len(todo)} documents to index, {self.report.chunks} chunks")
             chunk_thread = self._embed_in_background(pool, chunks)
             errors = self._extract(chunks, router)
@@ -338,9 +336,11 @@ class IndexRun:
         self.report.seconds = round(time.monotonic() - started, 2)
         return self.report
 
-    def _finish(self, chunks: ray.data.Dataset, todo: dict, errors: dict[str, list[str]], router: GraphRouter) -> None:
+    def _finish(
+        self, chunks: list[dict[str, Any]], todo: dict, errors: dict[str, list[str]], router: GraphRouter
+    ) -> None:
         per_doc: dict[str, int] = defaultdict(int)
-        for row in chunks.select_columns(["doc_id"], num_cpus=self.settings.ray.task_cpus).iter_rows():
+        for row in chunks:
             per_doc[row["doc_id"]] += 1
         changes = []
         for doc, row in todo.items():
