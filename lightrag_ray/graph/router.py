@@ -55,9 +55,13 @@ class GraphRouter:
         for i in range(self.num_shards):
             name = shard_actor_name(workspace_uri, i, self.num_shards)
             _kill_stale(name)
+            # SPREAD: the shards go to different nodes when there are several, so their
+            # memory adds up across the cluster and a lost node restarts only its share
+            # (Ray's default packs small actors onto the first node).
             self.shards.append(
                 GraphShard.options(
-                    name=name, num_cpus=config.num_cpus, max_restarts=-1, max_task_retries=-1
+                    name=name, num_cpus=config.num_cpus, max_restarts=-1, max_task_retries=-1,
+                    scheduling_strategy="SPREAD",
                 ).remote(workspace_uri, i, self.num_shards, config.max_source_ids)
             )
         self.log: list[list[tuple[str, tuple[Any, ...]]]] = [[] for _ in self.shards]
