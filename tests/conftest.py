@@ -1,4 +1,5 @@
-"""Shared fixtures: one local Ray cluster per session, one scripted LLM server."""
+"""Shared fixtures: one local Ray cluster per session, one scripted LLM server, one Milvus
+server (started by the first test that needs it)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, Callable  # noqa: E402
 
@@ -36,6 +41,34 @@ def llm_server():
     """The scripted OpenAI-compatible LLM on 127.0.0.1 (one per session)."""
     with ScriptedLLM() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def milvus_server(tmp_path_factory):
+    """URI of a Milvus server process on 127.0.0.1 (milvus-lite's gRPC server), as a
+    cluster's workers would share."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    data = tmp_path_factory.mktemp("milvus")
+    cli = Path(sys.executable).with_name("milvus-lite")
+    log_path = data / "server.log"
+    with log_path.open("w") as log:
+        server = subprocess.Popen([str(cli), "server", "--data-dir", str(data / "db"), "--host", "127.0.0.1",
+                                   "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                pytest.fail(f"milvus-lite server did not start: {log_path.read_text()[-2000:]}")
+            time.sleep(0.5)
+    yield f"http://127.0.0.1:{port}"
+    server.terminate()
+    server.wait(timeout=30)
 
 
 @pytest.fixture

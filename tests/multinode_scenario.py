@@ -1,0 +1,215 @@
+"""Index a corpus on a Ray cluster of several nodes built on this machine
+(``ray.cluster_utils.Cluster``); prints one JSON line. Run by tests/test_multinode.py in
+its own process (a process joins only one Ray cluster).
+
+``node-loss``: a head with 0 CPUs (the driver, no tasks or actors, as on KubeRay) and two
+workers; one worker is killed once a number of extraction requests were answered. Milvus is
+a server (``--milvus-uri``) and the workspace a path every node sees. After indexing, a
+question is answered across the cluster and the graph is exported for comparison.
+
+``scaling``: LLM requests per second with the scripted LLM at a fixed latency, on one node,
+then on three (two workers added to the same cluster); every node has the same CPUs and
+hosts one extraction actor, so the requests in flight grow with the nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import ray  # noqa: E402
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from lightrag_ray.config import Settings, load_settings  # noqa: E402
+from lightrag_ray.pipeline import index_paths  # noqa: E402
+from tests.scripted_llm import ScriptedLLM  # noqa: E402
+
+WATCHED = ("GraphShard", "ExtractChunks", "EmbedWorker")
+LLM_KINDS = ("extract", "glean", "summary")
+
+
+class TimedLLM(ScriptedLLM):
+    """The scripted LLM, noting when each request arrived."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.arrivals: list[tuple[float, str]] = []
+
+    def _record(self, kind: str, messages: list[dict[str, Any]]) -> str | None:
+        self.arrivals.append((time.monotonic(), kind))
+        return super()._record(kind, messages)
+
+    def rate(self, since: int = 0) -> dict[str, float]:
+        """Indexing LLM requests per second from the first arrival to the last answer."""
+        times = [t for t, kind in self.arrivals[since:] if kind in LLM_KINDS]
+        window = times[-1] + self.latency_s - times[0]
+        return {"requests": len(times), "seconds": round(window, 2), "per_s": round(len(times) / window, 2)}
+
+
+def actor_nodes() -> dict[str, list[str]]:
+    """Node ids of the watched actor classes' actors, per class, from the GCS (actors of a
+    lost node are moved to their new node or forgotten, so take this before a loss)."""
+    from ray._private import state
+
+    nodes: dict[str, set[str]] = defaultdict(set)
+    for actor in state.actors().values():
+        name = actor.get("ActorClassName", "")
+        for watched in WATCHED:
+            if watched in name and actor["Address"]["NodeID"]:
+                nodes[watched].add(actor["Address"]["NodeID"])
+    return {k: sorted(v) for k, v in nodes.items()}
+
+
+def add_worker(cluster: Cluster, num_cpus: int, attempts: int = 3) -> Any:
+    """A worker node; Ray gives a raylet 30 s to register, which a loaded 2-core machine can
+    miss, so the start is retried."""
+    for attempt in range(attempts):
+        try:
+            return cluster.add_node(num_cpus=num_cpus)
+        except Exception as error:  # Ray raises a bare Exception on the startup timeout
+            if "timed out during startup" not in str(error) or attempt == attempts - 1:
+                raise
+            print(f"worker start timed out; retrying ({error})", file=sys.stderr)
+    raise AssertionError("unreachable")
+
+
+def when_extracted(llm: ScriptedLLM, requests: int, action: Callable[[], None]) -> threading.Thread:
+    """Run ``action`` in a thread once the LLM has answered ``requests`` extraction requests."""
+
+    def wait_then_act() -> None:
+        while llm.counts().get("extract", 0) < requests:
+            time.sleep(0.05)
+        action()
+
+    thread = threading.Thread(target=wait_then_act, daemon=True)
+    thread.start()
+    return thread
+
+
+def settings_for(workspace: str, llm: ScriptedLLM, milvus_uri: str, address: str, **changes: Any) -> Settings:
+    base: dict[str, Any] = {
+        "workspace": workspace,
+        "llm": {"backend": "openai", "base_url": llm.url, "timeout_s": 20, "backoff_s": 0.1, "max_retries": 3,
+                "max_concurrency": 4},
+        "extraction": {"actors": 2, "num_cpus": 0.2},
+        "embedding": {"actors": 2, "num_cpus": 0.25},
+        "graph": {"num_shards": 3},
+        "vectors": {"uri": milvus_uri},
+        "ray": {"address": address},
+    }
+    for section, values in changes.items():
+        base[section] = {**base.get(section, {}), **values}
+    return load_settings(environ={}, overrides=base)
+
+
+def query_across(settings: Settings, question: str) -> dict[str, Any]:
+    """Answer ``question`` from the indexed workspace (shards on the workers, Milvus server)."""
+    from lightrag_ray.session import LocalSession
+
+    with LocalSession(settings) as session:
+        result = asyncio.run(session.engine.query(question))
+        return {"answer": result.answer, "entities": len(result.context.entities),
+                "relations": len(result.context.relations), "chunks": len(result.context.chunks),
+                "graph": session.graph.export()}
+
+
+def node_loss(args: argparse.Namespace) -> dict[str, Any]:
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    # Two CPUs a worker: after one is lost, the other still fits every actor of the run.
+    workers = [add_worker(cluster, 2) for _ in range(2)]
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, include_dashboard=False, logging_level=logging.WARNING)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    removed: dict[str, Any] = {}
+    with TimedLLM(latency_s=args.latency) as llm:
+        settings = settings_for(args.workspace, llm, args.milvus_uri, cluster.address)
+
+        def remove_worker() -> None:
+            victim = workers[-1]
+            removed["node_id"] = victim.node_id
+            removed["actor_nodes"] = actor_nodes()
+            removed["actors_on_it"] = {k: v.count(victim.node_id) for k, v in removed["actor_nodes"].items()}
+            removed["at_llm_requests"] = sum(llm.counts().values())
+            cluster.remove_node(victim, allow_graceful=False)  # a crash, not a drain
+
+        if args.remove_worker_after:
+            when_extracted(llm, args.remove_worker_after, remove_worker)
+        started = time.monotonic()
+        report = index_paths([args.corpus], settings, progress=None)
+        seconds = time.monotonic() - started
+        counts = llm.counts()
+        query = query_across(settings, args.question)
+    result = {
+        "report": report.to_dict(), "seconds": round(seconds, 1), "llm_counts": counts,
+        "removed": removed, "head": cluster.head_node.node_id, "alive_nodes": [n["NodeID"] for n in ray.nodes() if n["Alive"]],
+        "query": query,
+    }
+    ray.shutdown()
+    cluster.shutdown()
+    return result
+
+
+def scaling(args: argparse.Namespace) -> dict[str, Any]:
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, include_dashboard=False, logging_level=logging.WARNING)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    figures: dict[str, Any] = {}
+    half = len(list(Path(args.corpus).glob("*.txt"))) // 2
+    with TimedLLM(latency_s=args.latency) as llm:
+        for nodes in (1, 3):
+            while len([n for n in ray.nodes() if n["Alive"]]) < nodes:
+                add_worker(cluster, 2)
+            cluster.wait_for_nodes()
+            placed: dict[str, list[str]] = {}
+            # Mid-extraction (the actors of finished runs are not reported reliably).
+            before = llm.counts().get("extract", 0)
+            when_extracted(llm, before + half, lambda placed=placed: placed.update(actor_nodes()))
+            settings = settings_for(
+                str(Path(args.workspace) / f"nodes{nodes}"), llm, args.milvus_uri, cluster.address,
+                extraction={"actors": nodes, "num_cpus": 0.5},  # one extraction actor a node
+                embedding={"actors": 1, "num_cpus": 0.5}, vectors={"collection_prefix": f"scaling{nodes}_"},
+            )
+            since = len(llm.arrivals)
+            started = time.monotonic()
+            report = index_paths([args.corpus], settings, progress=None)
+            figures[f"nodes_{nodes}"] = {
+                **llm.rate(since), "index_seconds": round(time.monotonic() - started, 1),
+                "chunks": report.chunks, "llm_requests": report.llm_requests,
+                "extraction_nodes": len(placed.get("ExtractChunks", [])),
+            }
+    ray.shutdown()
+    cluster.shutdown()
+    return {"latency_s": args.latency, "max_concurrency": 4, **figures}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("mode", choices=("node-loss", "scaling"))
+    parser.add_argument("--corpus", required=True)
+    parser.add_argument("--workspace", required=True)
+    parser.add_argument("--milvus-uri", required=True)
+    parser.add_argument("--remove-worker-after", type=int, default=0,
+                        help="node-loss: kill a worker once this many extraction requests arrived (0: never)")
+    parser.add_argument("--question", default="Who is mentioned in the passages?")
+    parser.add_argument("--latency", type=float, default=0.2, help="scripted LLM seconds per request")
+    args = parser.parse_args()
+    result = node_loss(args) if args.mode == "node-loss" else scaling(args)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
