@@ -19,6 +19,7 @@ from typing import Any, Callable  # noqa: E402
 import pytest  # noqa: E402
 
 from lightrag_ray.config import Settings, load_settings  # noqa: E402
+from tests.net_helpers import free_port  # noqa: E402
 from tests.scripted_llm import ScriptedLLM  # noqa: E402
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -47,9 +48,7 @@ def llm_server():
 def milvus_server(tmp_path_factory):
     """URI of a Milvus server process on 127.0.0.1 (milvus-lite's gRPC server), as a
     cluster's workers would share."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     data = tmp_path_factory.mktemp("milvus")
     cli = Path(sys.executable).with_name("milvus-lite")
     log_path = data / "server.log"

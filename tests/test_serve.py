@@ -8,7 +8,6 @@ The LLM is the scripted OpenAI-compatible server (keywords and answers).
 from __future__ import annotations
 
 import json
-import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import openai
 import pytest
 
 from lightrag_ray.ids import doc_id
+from tests.net_helpers import free_port
 from tests.scripted_llm import ANSWER_PREFIX
 from tests.serve_schema import validate_serve_config
 
@@ -30,12 +30,6 @@ DOC_C = "Dora Quinn sails from Lisbon. Dora Quinn studies whales near Lisbon."
 MAX_BODY_MB = 0.05
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def app(ray_cluster, llm_server, tmp_path_factory):
     """The application, started with serve.run; yields (base URL, workspace path)."""
@@ -44,7 +38,7 @@ def app(ray_cluster, llm_server, tmp_path_factory):
     from lightrag_ray.serve_app import AppArgs, build_app
 
     root = tmp_path_factory.mktemp("serve")
-    port = _free_port()
+    port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     args = AppArgs(
         workspace=str(root / "ws"), api_key=API_KEY, max_body_mb=MAX_BODY_MB,

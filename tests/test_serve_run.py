@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,13 +14,9 @@ from typing import Any
 import httpx
 import yaml
 
+from tests.net_helpers import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def health_of_started_app(command: list[str], port: int, ray_cluster: Any, log_path: Path) -> dict[str, Any]:
@@ -69,7 +64,7 @@ def test_serve_run_starts_the_app_from_the_repo_root(ray_cluster, tmp_path):
 
 
 def test_lightrag_ray_serve_starts_the_app(ray_cluster, tmp_path):
-    port = _free_port()
+    port = free_port()
     cli = Path(sys.executable).with_name("lightrag-ray")
     health = health_of_started_app([str(cli), "serve", "--workspace", str(tmp_path / "ws"), "--port", str(port)],
                                    port, ray_cluster, tmp_path / "cli.log")
