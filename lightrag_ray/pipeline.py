@@ -14,7 +14,7 @@ import math
 import sys
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -339,9 +339,7 @@ class IndexRun:
     def _finish(
         self, chunks: list[dict[str, Any]], todo: dict, errors: dict[str, list[str]], router: GraphRouter
     ) -> None:
-        per_doc: dict[str, int] = defaultdict(int)
-        for row in chunks:
-            per_doc[row["doc_id"]] += 1
+        per_doc = Counter(row["doc_id"] for row in chunks)
         changes = []
         for doc, row in todo.items():
             failed = errors.get(doc, [])

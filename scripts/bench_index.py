@@ -373,24 +373,21 @@ def graph_texts_sample(docs: list[tuple[str, str]], size: int = 256, piece_chars
     half as long and make the embedding-bound time look twice as short."""
     from tests.scripted_llm import derive_records
 
-    entities: dict[str, list[str]] = {}
-    relations: dict[tuple[str, str], list[str]] = {}
-    heads: dict[tuple[str, str], str] = {}
+    entities: dict[str, list[str]] = {}  # name, then descriptions
+    relations: dict[tuple[str, str], list[str]] = {}  # keywords and names, then descriptions
     for _, text in docs:
         for start in range(0, max(1, len(text)), piece_chars):
             found_entities, found_relations = derive_records(text[start:start + piece_chars])
             for e in found_entities:
                 entities.setdefault(e["name"], [e["name"]]).append(e["description"])
             for r in found_relations:
-                pair = (r["source"], r["target"])
-                heads.setdefault(pair, f"{r['keywords']}\t{r['source']}\t{r['target']}")
-                relations.setdefault(pair, []).append(r["description"])
-    texts = ["\n".join(parts) for parts in entities.values()]
-    texts += [heads[pair] + "\n" + "\n".join(parts) for pair, parts in relations.items()]
+                head = f"{r['keywords']}\t{r['source']}\t{r['target']}"
+                relations.setdefault((r["source"], r["target"]), [head]).append(r["description"])
+    texts = ["\n".join(parts) for parts in [*entities.values(), *relations.values()]]
     if not texts:
         return ["empty"] * size
-    picks = random.Random(0).choices(texts, k=size) if len(texts) < size else random.Random(0).sample(texts, size)
-    return picks
+    pick = random.Random(0)
+    return pick.choices(texts, k=size) if len(texts) < size else pick.sample(texts, size)
 
 
 def embedding_throughput(docs: list[tuple[str, str]]) -> dict[str, float]:

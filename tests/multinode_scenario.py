@@ -76,17 +76,17 @@ def actor_nodes() -> dict[str, list[str]]:
 def add_worker(cluster: Cluster, num_cpus: int, attempts: int = 3) -> Any:
     """A worker node; Ray gives a raylet 30 s to register, which a loaded 2-core machine can
     miss, so the start is retried."""
-    for attempt in range(attempts):
+    for _ in range(attempts - 1):
         try:
             return cluster.add_node(num_cpus=num_cpus)
         except Exception as error:  # Ray raises a bare Exception on the startup timeout
-            if "timed out during startup" not in str(error) or attempt == attempts - 1:
+            if "timed out during startup" not in str(error):
                 raise
             print(f"worker start timed out; retrying ({error})", file=sys.stderr)
-    raise AssertionError("unreachable")
+    return cluster.add_node(num_cpus=num_cpus)
 
 
-def when_extracted(llm: ScriptedLLM, requests: int, action: Callable[[], None]) -> threading.Thread:
+def when_extracted(llm: ScriptedLLM, requests: int, action: Callable[[], None]) -> None:
     """Run ``action`` in a thread once the LLM has answered ``requests`` extraction requests."""
 
     def wait_then_act() -> None:
@@ -94,9 +94,7 @@ def when_extracted(llm: ScriptedLLM, requests: int, action: Callable[[], None]) 
             time.sleep(0.05)
         action()
 
-    thread = threading.Thread(target=wait_then_act, daemon=True)
-    thread.start()
-    return thread
+    threading.Thread(target=wait_then_act, daemon=True).start()
 
 
 def settings_for(workspace: str, llm: ScriptedLLM, milvus_uri: str, address: str, **changes: Any) -> Settings:
