@@ -37,10 +37,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from lightrag_ray.config import load_settings  # noqa: E402
-from lightrag_ray.pipeline import index_paths  # noqa: E402
-from lightrag_ray.query import QueryParam  # noqa: E402
-from lightrag_ray.session import LocalSession  # noqa: E402
-from lightrag_ray.tokenizer import count_tokens  # noqa: E402
+from lightrag_ray.core.tokenizer import count_tokens  # noqa: E402
+from lightrag_ray.index.pipeline import index_paths  # noqa: E402
+from lightrag_ray.query.engine import QueryParam  # noqa: E402
+from lightrag_ray.query.session import LocalSession  # noqa: E402
 
 DATA = Path("/work/shared/data/hotpotqa")
 MODES = ("naive", "local", "global", "hybrid", "mix")

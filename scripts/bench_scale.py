@@ -11,7 +11,7 @@ Starts its own local Ray cluster (2 CPUs) and measures, in one process:
    RSS when empty, after the merge and after the reload.
 2. **add**: the non-LLM time to add one ``--doc-chunks``-chunk document (the next piece of
    *A Christmas Carol*) to the largest graph, sharded ``--add-shards`` ways: ``index_paths``
-   in LLM extraction mode against the simulated LLM of ``scripts/sim_llm.py`` at zero
+   in LLM extraction mode against the simulated LLM of ``tests/scripted_llm.py`` at zero
    latency. First with shards started from the snapshot (cold), then a second document
    through the same open router (warm); the same two documents on an empty workspace give
    the fixed-cost baseline. Stage times come from the pipeline's progress lines and from
@@ -69,23 +69,23 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 import ray  # noqa: E402
-
 from bench_index import pyplot, save_plot  # noqa: E402
 from bench_serve import machine  # noqa: E402
+
 from lightrag_ray.config import ChunkingConfig, ExtractionConfig, GraphConfig, Settings, load_settings  # noqa: E402
-from lightrag_ray.embedding import make_embedder  # noqa: E402
-from lightrag_ray.extraction import entity_key  # noqa: E402
-from lightrag_ray.graph.router import GraphRouter  # noqa: E402
-from lightrag_ray.ids import chunk_id, entity_id  # noqa: E402
-from lightrag_ray.pipeline import IndexRun, index_paths  # noqa: E402
-from lightrag_ray.query import QueryParam  # noqa: E402
-from lightrag_ray.records import EntityRecord, RelationRecord  # noqa: E402
-from lightrag_ray.session import LocalSession  # noqa: E402
-from lightrag_ray.tokenizer import get_encoding  # noqa: E402
-from lightrag_ray.vectors import MilvusStore, graph_vector_items, vector_rows  # noqa: E402
-from lightrag_ray.workspace import Workspace  # noqa: E402
-from sim_llm import SimLLM  # noqa: E402
-from tests.scripted_llm import derive_records  # noqa: E402
+from lightrag_ray.core.ids import chunk_id, entity_id  # noqa: E402
+from lightrag_ray.core.names import entity_key  # noqa: E402
+from lightrag_ray.core.records import EntityRecord, RelationRecord  # noqa: E402
+from lightrag_ray.core.tokenizer import get_encoding  # noqa: E402
+from lightrag_ray.index.pipeline import IndexRun, index_paths  # noqa: E402
+from lightrag_ray.models.embedding import make_embedder  # noqa: E402
+from lightrag_ray.query.engine import QueryParam  # noqa: E402
+from lightrag_ray.query.session import LocalSession  # noqa: E402
+from lightrag_ray.storage import manifest as manifests  # noqa: E402
+from lightrag_ray.storage.graph_router import GraphRouter  # noqa: E402
+from lightrag_ray.storage.vectors import MilvusStore, graph_vector_items, vector_rows  # noqa: E402
+from lightrag_ray.storage.workspace import Workspace  # noqa: E402
+from tests.scripted_llm import ScriptedLLM, derive_records  # noqa: E402
 
 BOOK = ROOT.parent / "shared" / "data" / "christmas_carol" / "mock_data.txt"
 MODES = ("naive", "local", "global", "hybrid", "mix")
@@ -360,8 +360,7 @@ def prepare_workspace(router: GraphRouter, chunk_rows: list[dict[str, Any]], set
     named = [item for item in items if item["id"] in wanted]
     real = dict(zip((item["id"] for item in named), embedder.embed([item["text"] for item in named])))
     run = IndexRun(settings, progress=None)  # creates the manifest from the settings, as indexing does
-    run.manifest.update({"embedding_dim": embedder.dim, "graph_version": 1, **router.counts()})
-    run.workspace.write_manifest(run.manifest)
+    manifests.record_graph(run.workspace, router.counts(), run.manifest.model_copy(update={"embedding_dim": embedder.dim}))
     vec, rng = settings.vectors, np.random.default_rng([seed, 4])
     store = MilvusStore(settings.milvus_uri(), embedder.dim, vec.collection_prefix, vec.token, vec.db_name)
     clock = time.perf_counter()
@@ -414,7 +413,7 @@ def stage_times(calls: list[tuple[str, float, float]], progress: list[tuple[floa
 
 
 def add_document(settings: Settings, path: Path, label: str, router: TimedRouter | None,
-                 sim: SimLLM) -> tuple[dict[str, Any], TimedRouter]:
+                 sim: ScriptedLLM) -> tuple[dict[str, Any], TimedRouter]:
     """Index one document; with no ``router``, open the shards first (counted in the total)."""
     progress: list[tuple[float, str]] = []
 
@@ -422,7 +421,7 @@ def add_document(settings: Settings, path: Path, label: str, router: TimedRouter
         progress.append((time.perf_counter(), message))
         log(f"  pipeline: {message}")
 
-    before = int(Workspace(settings.workspace).read_manifest().get("entities", 0))
+    before = manifests.load(Workspace(settings.workspace)).entities
     sim.reset()
     started = time.perf_counter()
     cold = router is None
@@ -443,7 +442,7 @@ def add_document(settings: Settings, path: Path, label: str, router: TimedRouter
     return row, router
 
 
-def add_documents(settings: Settings, docs: list[Path], label: str, sim: SimLLM) -> list[dict[str, Any]]:
+def add_documents(settings: Settings, docs: list[Path], label: str, sim: ScriptedLLM) -> list[dict[str, Any]]:
     """The first document with shards started from the snapshot, the second through the same router."""
     first, router = add_document(settings, docs[0], label, None, sim)
     try:
@@ -626,7 +625,7 @@ def main(argv: list[str] | None = None) -> None:
     for folder in ("input", "graph", "empty", *(f"merge-{m}-{n}" for m in args.mentions for n in args.shards)):
         shutil.rmtree(workdir / folder, ignore_errors=True)  # only what this script writes
     largest = max(args.mentions)
-    sim = SimLLM(latency_s=0.0).start()
+    sim = ScriptedLLM(latency_s=0.0).start()
     settings = load_settings(overrides={
         "workspace": str(workdir / "graph"), "graph": {"num_shards": args.add_shards}, "extraction": {"mode": "llm"},
         "llm": {"backend": "openai", "base_url": sim.url, "model": "sim", "timeout_s": 600.0}})

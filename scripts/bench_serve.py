@@ -51,10 +51,10 @@ def start_app(workspace: Path, corpus: str | None) -> str:
     import ray
     from ray import serve
 
+    from lightrag_ray.cli.demo import SAMPLE
     from lightrag_ray.config import load_settings
-    from lightrag_ray.demo import SAMPLE
-    from lightrag_ray.pipeline import index_paths
-    from lightrag_ray.serve_app import AppArgs, build_app
+    from lightrag_ray.index.pipeline import index_paths
+    from lightrag_ray.serve.app import AppArgs, build_app
 
     ray.init(include_dashboard=False, logging_level=logging.WARNING)
     ray.data.DataContext.get_current().enable_progress_bars = False

@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
 # Run the test suite: installs everything into .venv on first use (see bootstrap.sh).
+#   scripts/test.sh            everything (what CI runs)
+#   scripts/test.sh --fast     only tests that need no Ray, Milvus, model or subprocess
+#   scripts/test.sh ARGS...    passes ARGS to pytest (files, -k, -x, ...)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/bootstrap.sh"
 export RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1
 cd "$root"
-exec "$root/.venv/bin/python" -m pytest -q "$@"
+tier=()
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  tier=(-m "not integration")
+fi
+exec "$root/.venv/bin/python" -m pytest -q "${tier[@]}" "$@"

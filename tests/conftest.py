@@ -23,6 +23,16 @@ from tests.net_helpers import free_port  # noqa: E402
 from tests.scripted_llm import ScriptedLLM  # noqa: E402
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+# A test that uses one of these (directly or through another fixture) is an integration test.
+INTEGRATION_FIXTURES = {"ray_cluster", "milvus_server"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark tests that need a Ray cluster or a Milvus server as ``integration`` (the
+    fast tier, ``scripts/test.sh --fast``, leaves them out)."""
+    for item in items:
+        if INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="session")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from lightrag_ray.config import Settings
-from lightrag_ray.extraction import entity_key
-from lightrag_ray.graph.router import GraphRouter
+from lightrag_ray.core.names import entity_key
+from lightrag_ray.storage.graph_router import GraphRouter
 from tests.scripted_llm import derive_records
 
 PASSAGE_START, PASSAGE_END = "<input_text>\n", "\n</input_text>"

@@ -34,7 +34,7 @@ import ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from lightrag_ray.config import Settings, load_settings  # noqa: E402
-from lightrag_ray.pipeline import index_paths  # noqa: E402
+from lightrag_ray.index.pipeline import index_paths  # noqa: E402
 from tests.scripted_llm import ScriptedLLM  # noqa: E402
 
 WATCHED = ("GraphShard", "ExtractChunks", "EmbedWorker")
@@ -115,7 +115,7 @@ def settings_for(workspace: str, llm: ScriptedLLM, milvus_uri: str, address: str
 
 def query_across(settings: Settings, question: str) -> dict[str, Any]:
     """Answer ``question`` from the indexed workspace (shards on the workers, Milvus server)."""
-    from lightrag_ray.session import LocalSession
+    from lightrag_ray.query.session import LocalSession
 
     with LocalSession(settings) as session:
         result = asyncio.run(session.engine.query(question))

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration  # each test runs a benchmark script in a subprocess
+
 from tests.bench_helpers import script_env, tiny_corpus
 
 ROOT = Path(__file__).resolve().parents[1]

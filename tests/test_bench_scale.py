@@ -41,6 +41,7 @@ def test_workload_is_deterministic_and_counts_what_it_generates():
     assert again.entities == batches[0].entities and again.relations == batches[0].relations
 
 
+@pytest.mark.integration  # runs the script in a subprocess with its own Ray cluster
 @pytest.mark.timeout(300)
 def test_bench_scale_prints_tables_with_consistent_counts(tmp_path):
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "RAY_ADDRESS": "local"}  # own cluster

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration  # each test runs a benchmark script in a subprocess
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "hotpotqa"
 MODES = ("vector search", "naive", "local", "global", "hybrid", "mix")

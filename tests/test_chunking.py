@@ -12,10 +12,10 @@ import tiktoken
 import tiktoken.load
 import tiktoken.registry
 
-from lightrag_ray import tokenizer
-from lightrag_ray.chunking import chunk_text
-from lightrag_ray.ids import doc_id
-from lightrag_ray.tokenizer import count_tokens, get_encoding
+from lightrag_ray.core import tokenizer
+from lightrag_ray.core.chunking import chunk_text
+from lightrag_ray.core.ids import doc_id
+from lightrag_ray.core.tokenizer import count_tokens, get_encoding
 
 WORDS = (
     "river stone cloud apple garden window silver market travel winter summer paper music "

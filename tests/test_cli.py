@@ -11,12 +11,13 @@ import time
 from pathlib import Path
 
 from lightrag_ray.config import load_settings
-from lightrag_ray.extraction_cache import TABLE
-from lightrag_ray.workspace import Workspace
+from lightrag_ray.storage import manifest as manifests
+from lightrag_ray.storage.extraction_cache import TABLE
+from lightrag_ray.storage.workspace import Workspace
 from tests.graph_helpers import dump_graph, expected_graph, passages_sent
 from tests.test_index_pipeline import DOC_A, DOC_B
 
-CLI = [sys.executable, "-m", "lightrag_ray.cli"]
+CLI = [sys.executable, "-m", "lightrag_ray.cli.main"]
 ENV = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
 
 
@@ -102,7 +103,7 @@ def test_killed_driver_resumes_without_extracting_a_chunk_twice(ray_cluster, llm
 
 def test_status_text_output(tmp_path):
     Path(tmp_path / "ws").mkdir()
-    Workspace(str(tmp_path / "ws")).write_manifest({"graph_version": 3, "entities": 5, "relations": 2})
+    manifests.save(Workspace(str(tmp_path / "ws")), manifests.Manifest(graph_version=3, entities=5, relations=2))
     result = run_cli("status", "--workspace", str(tmp_path / "ws"))
     assert result.returncode == 0
     assert "graph_version: 3" in result.stdout and "entities: 5" in result.stdout

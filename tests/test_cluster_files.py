@@ -27,7 +27,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 from lightrag_ray.config import Settings, load_settings
-from lightrag_ray.serve_app import AppArgs, app_settings
+from lightrag_ray.serve.app import AppArgs, app_settings
 from tests.serve_schema import validate_serve_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -270,7 +270,7 @@ def test_shared_configmap_sets_no_llm_settings():
 
 def _job_settings() -> tuple[Settings, list[str]]:
     """The settings the RayJob's driver ends up with (CLI flags over the pods' environment)."""
-    from lightrag_ray.cli import _overrides, _parser
+    from lightrag_ray.cli.main import _overrides, _parser
 
     argv = shlex.split(RAYJOB["spec"]["entrypoint"])
     assert argv[:2] == ["lightrag-ray", "index"]
@@ -349,7 +349,7 @@ def test_serve_config_v2_is_what_the_render_script_writes():
     render = _render_module()
     assert SERVE_V2 == render.cluster_serve_config(), "re-render: python cluster/kuberay/render_serve_config.py"
     assert render.main(["render_serve_config.py", "--check"]) == 0
-    from lightrag_ray.serve_llm import VLLMServeArgs, vllm_application
+    from lightrag_ray.serve.vllm_app import VLLMServeArgs, vllm_application
 
     assert _app(SERVE_V2, "llm") == vllm_application(VLLMServeArgs(
         model_id=render.LLM_MODEL_ID, model_source=render.LLM_MODEL_SOURCE, max_replicas=render.LLM_MAX_REPLICAS))

@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 
-from lightrag_ray.workspace import Workspace
+from lightrag_ray.storage.workspace import Workspace
 
 
 def test_demo_builds_answers_with_references_and_writes_the_graph_page(ray_cluster, tmp_path):
@@ -16,7 +16,7 @@ def test_demo_builds_answers_with_references_and_writes_the_graph_page(ray_clust
     env = {**os.environ, "RAY_ADDRESS": ray_cluster.get_runtime_context().gcs_address,
            "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
     env = {k: v for k, v in env.items() if not k.startswith("LIGHTRAG_RAY__")}  # no LLM configured
-    result = subprocess.run([sys.executable, "-m", "lightrag_ray.cli", "demo", "--workspace", str(workspace)],
+    result = subprocess.run([sys.executable, "-m", "lightrag_ray.cli.main", "demo", "--workspace", str(workspace)],
                             capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout

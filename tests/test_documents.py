@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lightrag_ray.documents import SUPPORTED_SUFFIXES, list_input_files, parse_file
-from lightrag_ray.ids import doc_id
+from lightrag_ray.core.ids import doc_id
+from lightrag_ray.index.documents import SUPPORTED_SUFFIXES, list_input_files, parse_file
 
 ROW_KEYS = {"doc_id", "file_path", "text", "error"}
 

@@ -9,8 +9,8 @@ import numpy as np
 import ray
 
 from lightrag_ray.config import EmbeddingConfig
-from lightrag_ray.embedding import SentenceTransformerEmbedder
-from lightrag_ray.embedding_pool import EmbeddingPool
+from lightrag_ray.index.embedding_pool import EmbeddingPool
+from lightrag_ray.models.embedding import SentenceTransformerEmbedder
 
 TEXTS = [f"Passage {i}: Ebenezer Scrooge counts coins {'again ' * (i % 7)}in London." for i in range(40)]
 

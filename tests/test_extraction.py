@@ -1,4 +1,4 @@
-"""Unit tests for lightrag_ray.extraction: name normalisation and the answer parser."""
+"""Unit tests for lightrag_ray.core.parsing: name normalisation and the answer parser."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from lightrag_ray.extraction import MAX_NAME_LEN, entity_key, normalize_name, parse_extraction
-from lightrag_ray.prompts import COMPLETE, FIELD_SEP
-from lightrag_ray.records import EntityRecord, Extraction, RelationRecord
+from lightrag_ray.core.names import MAX_NAME_LEN, entity_key, normalize_name
+from lightrag_ray.core.parsing import parse_extraction
+from lightrag_ray.core.prompts import COMPLETE, FIELD_SEP
+from lightrag_ray.core.records import EntityRecord, Extraction, RelationRecord
 
 
 def rec(*fields: str) -> str:
@@ -565,7 +566,7 @@ def test_drop_count_accumulates() -> None:
 
 def test_one_warning_with_count_and_chunk_id(caplog: pytest.LogCaptureFixture) -> None:
     text = "\n".join([rec("entity", "", "p", "a"), rec("relation", "A", "a", "k", "b")])
-    with caplog.at_level(logging.WARNING, logger="lightrag_ray.extraction"):
+    with caplog.at_level(logging.WARNING, logger="lightrag_ray.core.parsing"):
         parse_extraction(text, "chunk-42")
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1
@@ -573,7 +574,7 @@ def test_one_warning_with_count_and_chunk_id(caplog: pytest.LogCaptureFixture) -
 
 
 def test_no_warning_without_drops(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="lightrag_ray.extraction"):
+    with caplog.at_level(logging.WARNING, logger="lightrag_ray.core.parsing"):
         result = parse_extraction(rec("entity", "Scrooge", "person", "x") + "\nprose", "c")
     assert result.dropped == 0
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]

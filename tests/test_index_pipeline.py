@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from lightrag_ray import doc_status
-from lightrag_ray.extraction import entity_key
-from lightrag_ray.pipeline import index_paths
-from lightrag_ray.vectors import MilvusStore
-from lightrag_ray.workspace import Workspace, WorkspaceMismatchError
+from lightrag_ray.core.names import entity_key
+from lightrag_ray.index.pipeline import index_paths
+from lightrag_ray.storage import doc_status
+from lightrag_ray.storage.vectors import MilvusStore
+from lightrag_ray.storage.manifest import WorkspaceMismatchError
+from lightrag_ray.storage.workspace import Workspace
 from tests.graph_helpers import dump_graph, expected_graph, passages_sent
 
 DOC_A = """Ebenezer Scrooge kept his counting house in London. Bob Cratchit worked for Ebenezer Scrooge.
@@ -171,8 +172,7 @@ def test_killed_graph_shard_is_restarted_and_the_graph_is_unchanged(
     ray_cluster, llm, make_settings, small_corpus, monkeypatch
 ):
     import ray
-
-    from lightrag_ray.graph import router as router_module
+    from lightrag_ray.storage import graph_router as router_module
 
     chunking = {"chunk_tokens": 40, "overlap_tokens": 5}
     clean = make_settings("clean", chunking=chunking, graph={"num_shards": 2})

@@ -11,16 +11,15 @@ from typing import Any
 import pytest
 
 from lightrag_ray.config import LLMConfig
-from lightrag_ray.llm import make_llm_client
-from lightrag_ray.llm.base import LLMClient, LLMError
-from lightrag_ray.llm.openai_http import OpenAICompatibleClient
-from lightrag_ray.prompts import (
+from lightrag_ray.core.prompts import (
     COMPLETE,
     FIELD_SEP,
     extraction_messages,
     gleaning_messages,
     summary_messages,
 )
+from lightrag_ray.models.llm import LLMClient, LLMError, make_llm_client
+from lightrag_ray.models.openai_http import OpenAICompatibleClient
 from tests.scripted_llm import ScriptedLLM, derive_records, extraction_answer
 
 pytestmark = pytest.mark.timeout(60)

@@ -13,8 +13,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from lightrag_ray.config import LLMConfig  # noqa: E402
-from lightrag_ray.llm.base import LLMClient, LLMError  # noqa: E402
-from lightrag_ray.llm.transformers_local import TransformersClient, packaged_gguf_model  # noqa: E402
+from lightrag_ray.models.llm import LLMClient, LLMError  # noqa: E402
+from lightrag_ray.models.transformers_local import TransformersClient, packaged_gguf_model  # noqa: E402
 
 
 def test_missing_model_path_is_a_clear_error(tmp_path: Path) -> None:

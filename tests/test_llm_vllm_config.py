@@ -8,14 +8,14 @@ import importlib.util
 import pytest
 
 from lightrag_ray.config import ExtractionConfig, LLMConfig
-from lightrag_ray.llm.vllm_processor import (
+from lightrag_ray.core.prompts import EXTRACT_HEADING
+from lightrag_ray.models.vllm_processor import (
     VLLM_MISSING,
     build_vllm_extraction_processor,
     build_vllm_processor_config,
     extraction_postprocess,
     extraction_preprocess,
 )
-from lightrag_ray.prompts import EXTRACT_HEADING
 
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
 

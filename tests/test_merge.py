@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from lightrag_ray.extraction import entity_key
-from lightrag_ray.graph.merge import DESCRIPTION_SEP, ShardGraph, fragments_hash
-from lightrag_ray.graph.router import entity_rows, relation_rows
-from lightrag_ray.graph.snapshot import load_snapshot, save_snapshot
-from lightrag_ray.ids import entity_id, relation_id, shard_of
-from lightrag_ray.records import EntityRecord, RelationRecord
-from lightrag_ray.tokenizer import count_tokens
-from lightrag_ray.workspace import Workspace
+from lightrag_ray.core.ids import entity_id, relation_id, shard_of
+from lightrag_ray.core.merge import DESCRIPTION_SEP, ShardGraph, fragments_hash
+from lightrag_ray.core.names import entity_key
+from lightrag_ray.core.records import EntityRecord, RelationRecord
+from lightrag_ray.core.tokenizer import count_tokens
+from lightrag_ray.storage.graph_router import entity_rows, relation_rows
+from lightrag_ray.storage.graph_snapshot import load_snapshot, save_snapshot
+from lightrag_ray.storage.workspace import Workspace
 
 Rows = tuple[list[dict[str, Any]], list[dict[str, Any]]]
 

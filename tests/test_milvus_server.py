@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import ray
 
-from lightrag_ray.vectors import MilvusStore
+from lightrag_ray.storage.vectors import MilvusStore
 
 DIM = 8
 WRITERS = 3

@@ -7,13 +7,13 @@ import asyncio
 import pytest
 
 from lightrag_ray.config import load_settings
-from lightrag_ray.context import ENTITY_HEADER, RELATION_HEADER
-from lightrag_ray.extraction import entity_key
-from lightrag_ray.pipeline import index_paths
-from lightrag_ray.query import QueryParam
-from lightrag_ray.session import LocalSession
-from lightrag_ray.tokenizer import count_tokens
-from lightrag_ray.workspace import Workspace
+from lightrag_ray.core.context import ENTITY_HEADER, RELATION_HEADER
+from lightrag_ray.core.names import entity_key
+from lightrag_ray.core.tokenizer import count_tokens
+from lightrag_ray.index.pipeline import index_paths
+from lightrag_ray.query.engine import QueryParam
+from lightrag_ray.query.session import LocalSession
+from lightrag_ray.storage.workspace import Workspace
 
 CORPUS = {
     "astronomy.txt": (

@@ -16,7 +16,7 @@ import httpx
 import openai
 import pytest
 
-from lightrag_ray.ids import doc_id
+from lightrag_ray.core.ids import doc_id
 from tests.net_helpers import free_port
 from tests.scripted_llm import ANSWER_PREFIX
 from tests.serve_schema import validate_serve_config
@@ -35,7 +35,7 @@ def app(ray_cluster, llm_server, tmp_path_factory):
     """The application, started with serve.run; yields (base URL, workspace path)."""
     from ray import serve
 
-    from lightrag_ray.serve_app import AppArgs, build_app
+    from lightrag_ray.serve.app import AppArgs, build_app
 
     root = tmp_path_factory.mktemp("serve")
     port = free_port()
@@ -323,13 +323,13 @@ def test_delete_removes_a_document_but_shared_entities_keep_other_sources(client
 def test_serve_config_validates_against_the_serve_schema():
     import yaml
 
-    from lightrag_ray.serve_app import AppArgs
+    from lightrag_ray.serve.app import AppArgs
 
     config = yaml.safe_load((Path(__file__).resolve().parents[1] / "serve_config.yaml").read_text())
     schema = validate_serve_config(config)
     assert schema.http_options.host == "127.0.0.1"
     app_config = config["applications"][0]
-    assert app_config["import_path"] == "lightrag_ray.serve_app:build_app"
+    assert app_config["import_path"] == "lightrag_ray.serve.app:build_app"
     AppArgs.model_validate(app_config["args"])  # unknown keys would raise
     names = {d["name"] for d in app_config["deployments"]}
     assert names == {"Ingress", "EmbedderDeployment", "LLMDeployment", "WorkspaceDeployment"}

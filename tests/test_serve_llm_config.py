@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lightrag_ray.serve_llm import VLLMServeArgs, build_vllm_app, vllm_application, vllm_llm_config
+from lightrag_ray.serve.vllm_app import VLLMServeArgs, build_vllm_app, vllm_application, vllm_llm_config
 from tests.serve_schema import validate_serve_config
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,10 +8,12 @@ import os
 import pyarrow as pa
 import pytest
 
-from lightrag_ray import doc_status, extraction_cache
 from lightrag_ray.config import load_settings
-from lightrag_ray.records import EntityRecord, Extraction, RelationRecord
-from lightrag_ray.workspace import SCHEMA_VERSION, Workspace, WorkspaceMismatchError
+from lightrag_ray.core.records import EntityRecord, Extraction, RelationRecord
+from lightrag_ray.storage import doc_status, extraction_cache
+from lightrag_ray.storage import manifest as manifests
+from lightrag_ray.storage.manifest import SCHEMA_VERSION, Manifest, WorkspaceMismatchError
+from lightrag_ray.storage.workspace import Workspace
 
 
 @pytest.fixture(params=["path", "file-uri"])
@@ -58,7 +60,7 @@ def test_missing_tables_read_as_empty(workspace):
     assert workspace.list_files("no_folder") == []
     assert workspace.read_bytes("absent.bin") is None
     assert not workspace.exists("absent.bin")
-    assert workspace.read_manifest() == {}
+    assert manifests.load(workspace) == manifests.Manifest() and not manifests.exists(workspace)
 
 
 def test_append_parts_and_list_files(workspace):
@@ -85,7 +87,7 @@ def test_bytes_round_trip_and_atomic_writes(workspace, tmp_path):
     for i in range(5):
         workspace.write_rows([{"i": i}], "graph", "shard", "entities.parquet")
         workspace.append_rows([{"i": i}], "extractions")
-    workspace.write_manifest({"a": 1})
+    manifests.save(workspace, Manifest(num_shards=1))
     files = all_files(tmp_path / "ws")
     assert not [f for f in files if ".tmp" in f], files
     assert [f for f in files if not f.startswith("extractions")] == [
@@ -95,38 +97,44 @@ def test_bytes_round_trip_and_atomic_writes(workspace, tmp_path):
 
 # ---- manifest ----------------------------------------------------------------------------------
 def test_manifest_is_created_then_checked(workspace):
-    expected = {"embedding_model": "sentence-transformers:all-MiniLM-L6-v2",
-                "chunking": {"chunk_tokens": 1200, "overlap_tokens": 100, "encoding": "cl100k_base"},
-                "num_shards": 2}
-    created = workspace.check_manifest(expected)
-    assert created == {"schema_version": SCHEMA_VERSION, "graph_version": 0, **expected}
-    assert workspace.read_manifest() == created
-    # same settings again: accepted, nothing rewritten
-    assert workspace.check_manifest(expected) == created
-    # a new key that the manifest does not record yet is not a mismatch
-    assert workspace.check_manifest({**expected, "extra": 1}) == created
+    wanted = Manifest(embedding_model="sentence-transformers:all-MiniLM-L6-v2",
+                      chunking={"chunk_tokens": 1200, "overlap_tokens": 100, "encoding": "cl100k_base"}, num_shards=2)
+    created = manifests.open_for(workspace, wanted)
+    assert created == wanted and created.schema_version == SCHEMA_VERSION and created.graph_version == 0
+    assert manifests.load(workspace) == created
+    # same settings again: accepted; a field the manifest does not record yet is not a mismatch
+    assert manifests.open_for(workspace, wanted) == created
+    grown = manifests.record_graph(workspace, {"entities": 7, "relations": 3}, created.model_copy(update={"embedding_dim": 384}))
+    assert (grown.graph_version, grown.entities, grown.relations, grown.embedding_dim) == (1, 7, 3, 384)
+    assert manifests.load(workspace) == grown
+    assert manifests.open_for(workspace, Manifest(num_shards=2, embedding_model=None)) == grown
 
 
 def test_manifest_mismatch_names_key_and_both_values(workspace):
-    workspace.check_manifest({"num_shards": 2, "embedding_model": "st:mini"})
+    manifests.open_for(workspace, Manifest(num_shards=2, embedding_model="st:mini"))
     with pytest.raises(WorkspaceMismatchError) as info:
-        workspace.check_manifest({"num_shards": 4, "embedding_model": "st:mini"})
+        manifests.open_for(workspace, Manifest(num_shards=4, embedding_model="st:mini"))
     message = str(info.value)
     assert "num_shards" in message
     assert "2" in message and "4" in message
     assert workspace.uri in message
     with pytest.raises(WorkspaceMismatchError, match="embedding_model.*'st:mini'.*'openai:big'"):
-        workspace.check_manifest({"embedding_model": "openai:big"})
-    assert workspace.read_manifest()["num_shards"] == 2  # the recorded manifest is untouched
+        manifests.open_for(workspace, Manifest(embedding_model="openai:big"))
+    assert manifests.load(workspace).num_shards == 2  # the recorded manifest is untouched
+    with pytest.raises(WorkspaceMismatchError, match="dimension 384.*gives 512"):
+        manifests.check_embedding_dim(Manifest(embedding_model="st:mini", embedding_dim=384), 512)
 
 
-def test_manifest_survives_reopening(tmp_path):
-    Workspace(str(tmp_path / "ws")).check_manifest({"num_shards": 3})
+def test_manifest_survives_reopening_and_ignores_unknown_keys(tmp_path):
+    manifests.open_for(Workspace(str(tmp_path / "ws")), Manifest(num_shards=3))
     reopened = Workspace(f"file://{tmp_path}/ws")
-    assert reopened.read_manifest()["num_shards"] == 3
+    assert manifests.load(reopened).num_shards == 3
     with pytest.raises(WorkspaceMismatchError, match="num_shards=3"):
-        reopened.check_manifest({"num_shards": 1})
-    assert json.loads((tmp_path / "ws" / "manifest.json").read_text())["num_shards"] == 3
+        manifests.open_for(reopened, Manifest(num_shards=1))
+    recorded = json.loads((tmp_path / "ws" / "manifest.json").read_text())
+    assert recorded["num_shards"] == 3
+    (tmp_path / "ws" / "manifest.json").write_text(json.dumps({**recorded, "from_a_newer_version": 1}))
+    assert manifests.load(reopened).num_shards == 3
 
 
 # ---- document status -------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ CLUSTER_VALUES = {
         "extraction": {"mode": "llm"},  # inserts through /documents/* extract with the GPU LLM
         "vectors": {"uri": MILVUS_URI},
     },
-    "applications[llm]": "lightrag_ray.serve_llm.vllm_application(...)",
+    "applications[llm]": "lightrag_ray.serve.vllm_app.vllm_application(...)",
 }
 
 
@@ -53,7 +53,7 @@ def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
 def vllm_app() -> dict[str, Any]:
     """The GPU LLM application, written by the project's own helper."""
     sys.path.insert(0, str(ROOT))
-    from lightrag_ray.serve_llm import VLLMServeArgs, vllm_application
+    from lightrag_ray.serve.vllm_app import VLLMServeArgs, vllm_application
 
     return vllm_application(
         VLLMServeArgs(model_id=LLM_MODEL_ID, model_source=LLM_MODEL_SOURCE, min_replicas=1, max_replicas=LLM_MAX_REPLICAS)

@@ -1,0 +1,31 @@
+"""What a workspace holds, read from its files alone (no Ray, no Milvus lock)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lightrag_ray.storage import doc_status
+from lightrag_ray.storage import manifest as manifests
+from lightrag_ray.storage.workspace import Workspace
+
+
+def workspace_status(uri: str) -> dict[str, Any]:
+    """Documents by status, chunk/entity/relation counts, graph version, failures."""
+    workspace = Workspace(uri)
+    if not manifests.exists(workspace):
+        raise FileNotFoundError(f"{uri} is not a lightrag-ray workspace (no manifest.json); run `lightrag-ray index` first")
+    manifest = manifests.load(workspace)
+    docs = doc_status.load(workspace)
+    chunk_ids = {row["chunk_id"] for row in workspace.read_rows("chunks")}
+    return {
+        "workspace": uri,
+        "documents": doc_status.counts(docs),
+        "chunks": len(chunk_ids),
+        "entities": manifest.entities,
+        "relations": manifest.relations,
+        "graph_version": manifest.graph_version,
+        "shards": manifest.num_shards,
+        "embedding_model": manifest.embedding_model,
+        "embedding_dim": manifest.embedding_dim,
+        "errors": [{"file_path": d["file_path"], "error": d["error"]} for d in docs.values() if d["error"]],
+    }

@@ -1,0 +1,69 @@
+"""Subgraph around an entity for graph viewers (LightRAG Server's ``/graphs`` shape)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from lightrag_ray.core.names import entity_key
+
+
+class GraphReader(Protocol):
+    def neighborhood(self, keys: list[str]) -> dict[str, list[dict[str, Any]]]: ...
+    def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> dict[str, list[dict[str, Any]]]: ...
+    def export(self) -> dict[str, list[dict[str, Any]]]: ...
+
+
+def _node(entity: dict[str, Any]) -> dict[str, Any]:
+    props = {k: entity[k] for k in ("name", "type", "description", "source_ids", "file_paths", "degree")}
+    return {"id": entity["name"], "labels": [entity["name"]], "properties": props}
+
+
+def _edge(relation: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    props = {k: relation[k] for k in ("keywords", "description", "weight", "source_ids", "file_paths")}
+    return {
+        "id": relation["id"], "type": "DIRECTED", "source": names[relation["source_key"]],
+        "target": names[relation["target_key"]], "properties": props,
+    }
+
+
+def _knowledge_graph(entities: list[dict[str, Any]], relations: list[dict[str, Any]], truncated: bool) -> dict[str, Any]:
+    names = {e["key"]: e["name"] for e in entities}
+    edges = [r for r in relations if r["source_key"] in names and r["target_key"] in names]
+    return {
+        "nodes": [_node(e) for e in entities],
+        "edges": [_edge(r, names) for r in sorted(edges, key=lambda r: r["id"])],
+        "is_truncated": truncated,
+    }
+
+
+def subgraph(graph: GraphReader, label: str, max_depth: int, max_nodes: int) -> dict[str, Any]:
+    """Entities within ``max_depth`` hops of ``label`` (breadth first, at most ``max_nodes``),
+    one parallel shard round per hop; ``label="*"`` gives the best-connected entities."""
+    if label == "*":
+        whole = graph.export()
+        ranked = sorted(whole["entities"], key=lambda e: (-e["degree"], e["name"]))
+        return _knowledge_graph(ranked[:max_nodes], whole["relations"], len(ranked) > max_nodes)
+    start = entity_key(label)
+    order = [start]
+    seen = {start}
+    frontier = [start]
+    relations: dict[str, dict[str, Any]] = {}
+    truncated = False
+    for _ in range(max_depth):
+        if not frontier:
+            break
+        found = graph.neighborhood(frontier)
+        frontier = []
+        for relation in found["relations"]:
+            relations[relation["id"]] = relation
+            for key in (relation["source_key"], relation["target_key"]):
+                if key in seen:
+                    continue
+                if len(order) >= max_nodes:
+                    truncated = True
+                    continue
+                seen.add(key)
+                order.append(key)
+                frontier.append(key)
+    entities = graph.fetch(order, [])["entities"]
+    return _knowledge_graph(entities, list(relations.values()), truncated)

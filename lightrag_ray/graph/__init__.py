@@ -1,1 +1,0 @@
-"""The sharded knowledge graph: merge rules, shard actors, router."""

@@ -1,0 +1,49 @@
+"""Delete documents: drop their chunks' contributions and re-derive only what they touched."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lightrag_ray.models.embedding import Embedder
+from lightrag_ray.storage import doc_status, manifest
+from lightrag_ray.storage.graph_router import GraphRouter
+from lightrag_ray.storage.vectors import VectorWriter, delete_graph_vectors, graph_vector_items, vector_rows
+from lightrag_ray.storage.workspace import Workspace
+
+
+def delete_documents(
+    workspace: Workspace, router: GraphRouter, vectors: VectorWriter, embedder: Embedder, doc_ids: list[str]
+) -> dict[str, Any]:
+    """Remove documents from status, chunks, graph and vectors in one pass.
+
+    Entities and relations that other chunks also mention keep those mentions (and are
+    re-embedded with their new description); those left with none disappear.
+    """
+    docs = doc_status.load(workspace)
+    missing = [d for d in doc_ids if d not in docs]
+    wanted = set(doc_ids) - set(missing)
+    chunk_rows = workspace.read_rows("chunks")
+    doomed = sorted({row["chunk_id"] for row in chunk_rows if row["doc_id"] in wanted})
+    router.remove_chunks(doomed)
+    changes = router.take_changes()
+    items = graph_vector_items(changes)
+    if items:
+        embedded = embedder.embed([item["text"] for item in items])
+        for kind, rows in vector_rows(items, list(embedded)).items():
+            vectors.upsert(kind, rows)
+    delete_graph_vectors(vectors, changes["removed"])
+    vectors.delete("chunks", doomed)
+    router.save()
+    kept = [row for row in chunk_rows if row["doc_id"] not in wanted]
+    old_parts = workspace.list_files("chunks")
+    workspace.append_rows(list({row["chunk_id"]: row for row in kept}.values()), "chunks")
+    for part in old_parts:
+        workspace.delete_file(part)
+    doc_status.remove(workspace, wanted)
+    manifest.record_graph(workspace, router.counts())
+    return {
+        "deleted": sorted(wanted), "not_found": missing, "chunks": len(doomed),
+        "entities_removed": sum(1 for i in changes["removed"] if i.startswith("ent-")),
+        "relations_removed": sum(1 for i in changes["removed"] if i.startswith("rel-")),
+        "entities_updated": len(changes["entities"]), "relations_updated": len(changes["relations"]),
+    }

@@ -1,0 +1,138 @@
+"""Find input files and turn their bytes into document rows (or clear per-file errors).
+
+Supported: .txt/.md (one document per file), .json (a list of strings or objects, or an
+object mapping titles to texts), .jsonl (one string or object per line), .parquet (one
+document per row). Objects carry their text in one of TEXT_FIELDS; a title/id, when
+present, becomes part of the document's file path so citations can name it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from lightrag_ray.core.ids import doc_id
+
+TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst")
+RECORD_SUFFIXES = (".json", ".jsonl", ".ndjson", ".parquet")
+SUPPORTED_SUFFIXES = TEXT_SUFFIXES + RECORD_SUFFIXES
+TEXT_FIELDS = ("text", "content", "context", "page_content", "body")
+NAME_FIELDS = ("id", "doc_id", "title", "name")
+
+
+class DocumentError(ValueError):
+    """A file that cannot become a document; the message says why and what to do."""
+
+
+def list_input_files(paths: list[str]) -> list[str]:
+    """Every supported file under ``paths`` (files or directories, local or URIs), sorted."""
+    found: list[str] = []
+    for path in paths:
+        fs, inner = pafs.FileSystem.from_uri(path) if "://" in path else (pafs.LocalFileSystem(), path)
+        info = fs.get_file_info(inner)
+        if info.type == pafs.FileType.NotFound:
+            raise FileNotFoundError(f"input not found: {path}")
+        prefix = path[: len(path) - len(inner)] if "://" in path else ""
+        if info.type == pafs.FileType.File:
+            found.append(path)
+            continue
+        selector = pafs.FileSelector(inner, recursive=True)
+        for entry in fs.get_file_info(selector):
+            if entry.type == pafs.FileType.File and entry.path.lower().endswith(SUPPORTED_SUFFIXES):
+                found.append(prefix + entry.path)
+    return sorted(dict.fromkeys(found))
+
+
+def decode_text(data: bytes) -> str:
+    """Bytes -> text, or DocumentError for empty, binary or non-UTF-8 input."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        text = data.decode("utf-16")
+    elif b"\x00" in data[:8192]:
+        raise DocumentError("binary file (NUL bytes found): convert it to text (.txt/.md) before indexing")
+    else:
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise DocumentError(
+                f"not valid UTF-8 (byte {exc.start}): re-encode the file as UTF-8, "
+                "e.g. `iconv -f latin1 -t utf-8 FILE`"
+            ) from None
+    if not text.strip():  # checked after decoding: a BOM alone is no text either
+        raise DocumentError("empty document: the file has no text to index")
+    return text
+
+
+def _record_text(record: Any) -> tuple[str | None, str]:
+    """(name, text) of one JSON/parquet record."""
+    if isinstance(record, DocumentError):
+        raise record
+    if isinstance(record, str):
+        return None, record
+    if isinstance(record, list) and all(isinstance(part, str) for part in record):
+        return None, "".join(record)
+    if isinstance(record, dict):
+        name = next((str(record[f]) for f in NAME_FIELDS if record.get(f) not in (None, "")), None)
+        for field in TEXT_FIELDS:
+            value = record.get(field)
+            if isinstance(value, str):
+                return name, value
+            if isinstance(value, list) and all(isinstance(part, str) for part in value):
+                return name, "".join(value)
+    raise DocumentError(f"record has no text field (looked for {', '.join(TEXT_FIELDS)})")
+
+
+def _json_line(line: str) -> Any:
+    """One JSON Lines record, or the DocumentError that makes it an error row."""
+    try:
+        return json.loads(line)
+    except ValueError as exc:
+        return DocumentError(f"invalid JSON line: {exc}")
+
+
+def _records(path: str, data: bytes) -> list[tuple[str | None, Any]]:
+    """(name, record) pairs of a record file."""
+    lower = path.lower()
+    if lower.endswith(".parquet"):
+        return [(None, row) for row in pq.read_table(io.BytesIO(data)).to_pylist()]
+    text = decode_text(data)
+    if lower.endswith((".jsonl", ".ndjson")):
+        lines = [line for line in text.splitlines() if line.strip()]
+        return [(None, _json_line(line)) for line in lines]
+    parsed = json.loads(text)
+    if isinstance(parsed, dict) and not any(f in parsed for f in TEXT_FIELDS):
+        return [(str(title), value) for title, value in parsed.items()]
+    return [(None, item) for item in (parsed if isinstance(parsed, list) else [parsed])]
+
+
+def _row(text: str, file_path: str, error: str | None = None) -> dict[str, Any]:
+    ident = doc_id(text) if error is None else doc_id(f"error:{file_path}")
+    return {"doc_id": ident, "file_path": file_path, "text": text, "error": error}
+
+
+def parse_file(path: str, data: bytes) -> list[dict[str, Any]]:
+    """Document rows (doc_id, file_path, text, error) of one file; never raises.
+
+    A file that cannot be read yields one row with ``error`` set; a record file with
+    some bad records yields error rows for those and documents for the rest.
+    """
+    try:
+        if not path.lower().endswith(RECORD_SUFFIXES):
+            return [_row(decode_text(data), path)]
+        rows = []
+        for index, (title, record) in enumerate(_records(path, data)):
+            where = f"{path}#{title if title is not None else index}"
+            try:
+                name, text = _record_text(record)
+                where = f"{path}#{name}" if name and title is None else where
+                rows.append(_row(decode_text(text.encode("utf-8")), where))
+            except DocumentError as exc:
+                rows.append(_row("", where, str(exc)))
+        return rows or [_row("", path, "no documents found in the file")]
+    except DocumentError as exc:
+        return [_row("", path, str(exc))]
+    except (ValueError, OSError, RecursionError) as exc:  # json/parquet syntax errors, deep nesting
+        return [_row("", path, f"cannot parse {path}: {exc}")]

@@ -1,0 +1,71 @@
+"""Embedding actors that live for one indexing run.
+
+A Ray Data actor pool lives for one dataset, but a run has texts to embed at two moments:
+the chunks as soon as they are cut, the entities and relations once they are merged and
+summarised. So the embedders are actors started at the beginning of the run: the model
+loads while the LLM works, chunk vectors are computed during extraction, and the graph
+texts go out sorted by length (little padding) the moment the graph is final.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import ray
+
+from lightrag_ray.config import EmbeddingConfig
+from lightrag_ray.models.embedding import make_embedder
+
+Item = dict[str, Any]  # kind, id, text, meta (JSON)
+
+
+@ray.remote
+class EmbedWorker:
+    """One embedding model in one actor."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.embedder = make_embedder(EmbeddingConfig.model_validate(config))
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return self.embedder.embed(texts)
+
+
+class EmbeddingPool:
+    """``config.actors`` EmbedWorkers; ``submit`` items, then collect ``completed`` batches.
+
+    A worker that dies is restarted by Ray and its pending batches are retried there.
+    """
+
+    def __init__(self, config: EmbeddingConfig) -> None:
+        options: dict[str, Any] = {"num_cpus": config.num_cpus, "max_restarts": 3, "max_task_retries": 3}
+        if config.num_gpus:
+            options["num_gpus"] = config.num_gpus
+        self.workers = [EmbedWorker.options(**options).remote(config.model_dump()) for _ in range(config.actors)]
+        self.batch_size = config.batch_size * 4
+        self.max_in_flight = 2 * len(self.workers)  # one running and one queued per worker
+        self.pending: dict[ray.ObjectRef, list[Item]] = {}
+        self._turn = 0
+
+    def submit(self, items: list[Item]) -> None:
+        """Queue ``items`` for embedding, shortest texts first, spread over the workers."""
+        ordered = sorted(items, key=lambda item: len(item["text"]))
+        for start in range(0, len(ordered), self.batch_size):
+            batch = ordered[start : start + self.batch_size]
+            worker = self.workers[self._turn % len(self.workers)]
+            self._turn += 1
+            self.pending[worker.embed.remote([str(item["text"]) for item in batch])] = batch
+
+    def completed(self, leave: int = 0) -> Iterator[tuple[list[Item], np.ndarray]]:
+        """Submitted batches with their vectors, in order of completion, until at most
+        ``leave`` are still pending."""
+        while len(self.pending) > leave:
+            ready, _ = ray.wait(list(self.pending), num_returns=1)
+            for ref in ready:
+                yield self.pending.pop(ref), ray.get(ref)
+
+    def close(self) -> None:
+        for worker in self.workers:
+            ray.kill(worker)
+        self.workers, self.pending = [], {}

@@ -1,0 +1,366 @@
+"""The indexing pipeline: files -> chunks -> extraction -> sharded graph -> Milvus.
+
+Ray Data reads, chunks, extracts (LLM actor pool) and embeds (embedding actor pool);
+the driver streams extraction results into the graph shards as they arrive, so the
+LLM and the merge overlap. Every step is idempotent and keyed by content, so a run
+that died is simply run again: processed documents are skipped and extracted chunks
+come from the cache (``extractions/``) instead of the LLM.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import ray
+
+from lightrag_ray.config import Settings
+from lightrag_ray.core.chunking import chunk_text
+from lightrag_ray.core.records import EntityRecord, RelationRecord
+from lightrag_ray.index.documents import list_input_files, parse_file
+from lightrag_ray.index.embedding_pool import EmbeddingPool, Item
+from lightrag_ray.index.fast_stage import extraction_stage_class
+from lightrag_ray.index.llm_stages import SummarizeItems
+from lightrag_ray.ray_runtime import actor_pool, ensure_ray
+from lightrag_ray.storage import doc_status, extraction_cache
+from lightrag_ray.storage import manifest as manifests
+from lightrag_ray.storage.graph_router import GraphRouter
+from lightrag_ray.storage.vectors import (
+    ActorVectorWriter,
+    MilvusStore,
+    VectorStoreActor,
+    VectorWriter,
+    chunk_vector_item,
+    delete_graph_vectors,
+    graph_vector_items,
+    is_server_uri,
+    vector_rows,
+)
+from lightrag_ray.storage.workspace import Workspace
+
+Progress = Callable[[str], None]
+
+
+def print_progress(message: str) -> None:
+    """Default progress sink: one line per step on stderr."""
+    print(f"[lightrag-ray] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class IndexReport:
+    """What one indexing run did."""
+
+    files: int = 0
+    docs_new: int = 0
+    docs_skipped: int = 0
+    docs_failed: int = 0
+    chunks: int = 0
+    chunks_cached: int = 0
+    chunks_extracted: int = 0
+    chunks_failed: int = 0
+    llm_requests: int = 0
+    records_dropped: int = 0
+    summaries: int = 0
+    vectors_upserted: int = 0
+    entities: int = 0
+    relations: int = 0
+    graph_version: int = 0
+    seconds: float = 0.0
+    errors: list[dict[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _read_documents(files: list[str], task_cpus: float, display_names: dict[str, str]) -> ray.data.Dataset:
+    """Document rows of ``files``; a file whose name is in ``display_names`` is recorded
+    (status, chunks, references) under the name given there instead of its path."""
+    ds = ray.data.read_binary_files(files, include_paths=True, num_cpus=task_cpus)
+
+    def parse(row: dict[str, Any]) -> list[dict[str, Any]]:
+        path = row["path"]
+        return parse_file(display_names.get(path.rsplit("/", 1)[-1], path), row["bytes"])
+
+    return ds.flat_map(parse, num_cpus=task_cpus).materialize()
+
+
+def _blocks_of(rows: list[dict[str, Any]], rows_per_block: int) -> ray.data.Dataset:
+    """``rows`` as blocks of ``rows_per_block`` rows, put by this process: they live in this
+    node's object store (the head's, under a RayJob), so losing a worker node loses none of
+    them, and no task has to build them (``from_pandas`` starts one-CPU tasks a busy
+    cluster may never have free)."""
+    return ray.data.from_items(rows, override_num_blocks=max(1, math.ceil(len(rows) / rows_per_block)))
+
+
+def _records(rows: list[dict[str, Any]]) -> tuple[list[EntityRecord], list[RelationRecord]]:
+    entities: list[EntityRecord] = []
+    relations: list[RelationRecord] = []
+    for row in rows:
+        result = extraction_cache.from_row(row)
+        entities.extend(result.entities)
+        relations.extend(result.relations)
+    return entities, relations
+
+
+class IndexRun:
+    """One run of the pipeline over a set of input paths."""
+
+    def __init__(
+        self, settings: Settings, progress: Progress | None = print_progress,
+        router: GraphRouter | None = None, vectors: VectorWriter | None = None,
+        display_names: dict[str, str] | None = None,
+    ) -> None:
+        """``router``/``vectors``: reuse open ones (the Serve app) instead of opening them;
+        ``display_names``: file name -> name to record instead of the file's path."""
+        self.settings = settings
+        self.display_names = display_names or {}
+        self.router = router
+        self.vectors = vectors
+        self.writer: VectorWriter | None = None
+        self._embed_error: BaseException | None = None
+        self.say = progress or (lambda _message: None)
+        self.report = IndexReport()
+        self.workspace = Workspace(settings.workspace)
+        self.manifest = manifests.open_for(self.workspace, manifests.settings_manifest(settings))
+        self.settings_dict = settings.model_dump()
+
+    # ---- stages ---------------------------------------------------------------------
+    def _select_documents(self, docs: ray.data.Dataset) -> dict[str, dict[str, Any]]:
+        """Documents to index now (new or not yet processed); records per-file errors."""
+        known = doc_status.load(self.workspace)
+        todo: dict[str, dict[str, Any]] = {}
+        failures = []
+        for row in docs.select_columns(["doc_id", "file_path", "error"], num_cpus=self.settings.ray.task_cpus).iter_rows():
+            if row["error"]:
+                failures.append({"doc_id": row["doc_id"], "file_path": row["file_path"], "status": doc_status.FAILED,
+                                 "error": row["error"], "chunks": 0})
+                self.report.errors.append({"file_path": row["file_path"], "error": row["error"]})
+            elif known.get(row["doc_id"], {}).get("status") == doc_status.PROCESSED or row["doc_id"] in todo:
+                self.report.docs_skipped += 1
+            else:
+                todo[row["doc_id"]] = row
+        if failures:
+            doc_status.update(self.workspace, failures)
+        self.report.docs_failed += len(failures)
+        return todo
+
+    def _chunk(self, docs: ray.data.Dataset, todo: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+        """This run's chunk rows, held by the driver, which also writes the chunks table.
+
+        Four later steps read them (extraction input, chunk embedding, cached ids, chunks
+        per document); the driver needs every row's text for the first two anyway, so it
+        pulls them once instead of re-reading materialized blocks each time. That also keeps
+        them safe from a lost worker node: materialized blocks live in the object store of
+        the worker that cut them, and Ray Data cannot always rebuild them from lineage.
+        """
+        chunking = self.settings.chunking
+        wanted = {doc: row["file_path"] for doc, row in todo.items()}
+
+        def chunk(row: dict[str, Any]) -> list[dict[str, Any]]:
+            if wanted.get(row["doc_id"]) != row["file_path"]:
+                return []
+            return chunk_text(
+                row["doc_id"], row["text"], chunk_tokens=chunking.chunk_tokens,
+                overlap_tokens=chunking.overlap_tokens, encoding=chunking.encoding, file_path=row["file_path"],
+            )
+
+        rows = docs.flat_map(chunk, num_cpus=self.settings.ray.task_cpus).take_all()
+        self.workspace.append_rows(rows, "chunks")
+        return rows
+
+    def _extract(self, chunks: list[dict[str, Any]], router: GraphRouter) -> dict[str, list[str]]:
+        """Merge cached extractions, extract the rest; returns errors per doc."""
+        fingerprint = extraction_cache.extraction_fingerprint(self.settings)
+        cache = extraction_cache.load_cache(self.workspace, fingerprint)
+        ids = [row["chunk_id"] for row in chunks]
+        cached = [cache[c] for c in ids if c in cache]
+        self.report.chunks_cached = len(cached)
+        for start in range(0, len(cached), 500):
+            router.apply(*_records(cached[start : start + 500]))
+        missing = set(ids) - cache.keys()
+        errors: dict[str, list[str]] = defaultdict(list)
+        if not missing:
+            return errors
+        self.say(f"extracting {len(missing)} chunks ({len(cached)} from cache)")
+        ex, llm = self.settings.extraction, self.settings.llm
+        # One block per LLM batch: a block holding several batches is worked through by one
+        # actor while the others idle (summaries are cut the same way).
+        todo = _blocks_of([row for row in chunks if row["chunk_id"] in missing], llm.max_concurrency)
+        extracted = todo.map_batches(
+            extraction_stage_class(self.settings),
+            fn_constructor_kwargs={"settings": self.settings_dict},
+            batch_size=llm.max_concurrency,
+            **actor_pool(ex.actors, ex.num_cpus, ex.num_gpus),
+        )
+        for batch in extracted.iter_batches(batch_size=None, batch_format="pandas"):
+            rows = batch.to_dict("records")
+            for row in rows:
+                self.report.llm_requests += int(row["requests"])
+                if row["error"]:
+                    errors[row["doc_id"]].append(row["error"])
+                    self.report.chunks_failed += 1
+            good = [row for row in rows if not row["error"]]
+            self.report.chunks_extracted += len(good)
+            self.report.records_dropped += sum(int(row["dropped"]) for row in good)
+            router.apply(*_records(good))
+        return errors
+
+    def _summarize(self, router: GraphRouter) -> None:
+        graph = self.settings.graph
+        todo = router.pending_summaries(graph.summary_max_fragments, graph.summary_max_tokens)
+        if not todo or self.settings.llm.backend == "none":
+            return
+        self.say(f"summarising {len(todo)} long descriptions")
+        ex = self.settings.extraction
+        results = _blocks_of(todo, self.settings.llm.max_concurrency).map_batches(
+            SummarizeItems,
+            fn_constructor_kwargs={"settings": self.settings_dict},
+            batch_size=self.settings.llm.max_concurrency,
+            **actor_pool(ex.actors, ex.num_cpus, ex.num_gpus),
+        ).take_all()
+        summaries = {row["hash"]: row["summary"] for row in results if not row["error"]}
+        failed = len(results) - len(summaries)
+        if failed:
+            self.say(f"{failed} summaries failed; their descriptions stay unsummarised")
+        self.report.summaries = len(summaries)
+        router.add_summaries(summaries)
+
+    def _embed_in_background(self, pool: EmbeddingPool, chunks: list[dict[str, Any]]) -> threading.Thread:
+        """Embed and store the chunk vectors while the LLM extracts (errors surface in ``_embed``)."""
+
+        def batches() -> Iterable[list[Item]]:
+            for start in range(0, len(chunks), pool.batch_size):
+                yield [chunk_vector_item(row) for row in chunks[start : start + pool.batch_size]]
+
+        def work() -> None:
+            try:
+                self._embed_items(pool, batches())
+            except BaseException as error:  # noqa: BLE001 - re-raised by the main thread
+                self._embed_error = error
+
+        thread = threading.Thread(target=work, name="embed-chunks", daemon=True)
+        thread.start()
+        return thread
+
+    def _embed_items(self, pool: EmbeddingPool, batches: Iterable[list[Item]]) -> None:
+        """Embed ``batches`` (a bounded number in flight) and upsert their vectors."""
+        for batch in batches:
+            pool.submit(batch)
+            for items, vectors in pool.completed(leave=pool.max_in_flight):
+                self._write_vectors(items, vectors)
+        for items, vectors in pool.completed():
+            self._write_vectors(items, vectors)
+
+    def _write_vectors(self, items: list[Item], vectors: Any) -> None:
+        if self.writer is None:
+            self.writer = self._vector_writer(int(vectors.shape[1]))
+        for kind, kind_rows in vector_rows(items, list(vectors)).items():
+            self.writer.upsert(kind, kind_rows)
+        self.report.vectors_upserted += len(items)
+
+    def _embed(self, pool: EmbeddingPool, chunk_thread: threading.Thread, router: GraphRouter) -> None:
+        """Wait for the chunk vectors, then embed and store the changed entities and relations."""
+        chunk_thread.join()
+        if self._embed_error is not None:
+            raise self._embed_error
+        changes = router.take_changes()
+        items = graph_vector_items(changes)
+        if items:
+            self.say(f"embedding {len(items)} entities and relations")
+        self._embed_items(pool, (items[start : start + pool.batch_size] for start in range(0, len(items), pool.batch_size)))
+        if changes["removed"]:
+            self.writer = self.writer or self._vector_writer(self.manifest.embedding_dim)
+            delete_graph_vectors(self.writer, changes["removed"])
+        if self.writer is not None and self.writer is not self.vectors:
+            self.writer.close()
+
+    def _vector_writer(self, dim: int) -> VectorWriter:
+        manifests.check_embedding_dim(self.manifest, dim)
+        self.manifest = self.manifest.model_copy(update={"embedding_dim": dim})
+        if self.vectors is not None:
+            return self.vectors
+        vec = self.settings.vectors
+        uri = self.settings.milvus_uri()
+        if is_server_uri(uri):  # a server takes writes from any process: no owner actor to lose
+            return MilvusStore(uri, dim, vec.collection_prefix, vec.token, vec.db_name)
+        actor = VectorStoreActor.options(num_cpus=0.1).remote(uri, dim, vec.collection_prefix, vec.token, vec.db_name)
+        return ActorVectorWriter(actor)
+
+    # ---- the run --------------------------------------------------------------------
+    def run(self, paths: list[str]) -> IndexReport:
+        """Index ``paths`` into the workspace and return what happened."""
+        started = time.monotonic()
+        ensure_ray(self.settings)
+        files = list_input_files(paths)
+        self.report.files = len(files)
+        if not files:
+            raise FileNotFoundError(f"no supported files (.txt .md .json .jsonl .parquet) under {paths}")
+        self.say(f"reading {len(files)} files")
+        docs = _read_documents(files, self.settings.ray.task_cpus, self.display_names)
+        todo = self._select_documents(docs)
+        self.report.docs_new = len(todo)
+        if not todo:
+            self.say(f"nothing new to index ({self.report.docs_skipped} documents already processed)")
+            self.report.graph_version = self.manifest.graph_version
+            self.report.entities, self.report.relations = self.manifest.entities, self.manifest.relations
+            self.report.seconds = round(time.monotonic() - started, 2)
+            return self.report
+        router = self.router or GraphRouter(self.settings.workspace, self.settings.graph)
+        pool = EmbeddingPool(self.settings.embedding)  # loads the model while the next stages run
+        try:
+            chunks = self._chunk(docs, todo)
+            self.report.chunks = len(chunks)
+            self.say(f"{len(todo)} documents to index, {self.report.chunks} chunks")
+            chunk_thread = self._embed_in_background(pool, chunks)
+            errors = self._extract(chunks, router)
+            self._summarize(router)
+            self._embed(pool, chunk_thread, router)
+            router.save()
+            self._finish(chunks, todo, errors, router)
+        finally:
+            pool.close()
+            if router is not self.router:
+                router.close()
+        self.report.seconds = round(time.monotonic() - started, 2)
+        return self.report
+
+    def _finish(
+        self, chunks: list[dict[str, Any]], todo: dict, errors: dict[str, list[str]], router: GraphRouter
+    ) -> None:
+        per_doc = Counter(row["doc_id"] for row in chunks)
+        changes = []
+        for doc, row in todo.items():
+            failed = errors.get(doc, [])
+            error = ""
+            if failed:
+                error = (f"{len(failed)} of {per_doc[doc]} chunks failed (first: {failed[0]}); "
+                         "run the same command again to retry them")
+                self.report.errors.append({"file_path": row["file_path"], "error": error})
+            changes.append({
+                "doc_id": doc, "file_path": row["file_path"], "chunks": per_doc[doc],
+                "status": doc_status.FAILED if failed else doc_status.PROCESSED, "error": error,
+            })
+        self.report.docs_failed += sum(1 for c in changes if c["status"] == doc_status.FAILED)
+        doc_status.update(self.workspace, changes)
+        extraction_cache.compact(self.workspace)
+        counts = router.counts()
+        self.report.entities, self.report.relations = counts["entities"], counts["relations"]
+        self.manifest = manifests.record_graph(self.workspace, counts, self.manifest)
+        self.report.graph_version = self.manifest.graph_version
+
+
+def index_paths(
+    paths: list[str], settings: Settings, progress: Progress | None = print_progress, **opened: Any
+) -> IndexReport:
+    """Index files or folders into ``settings.workspace`` (incremental and resumable).
+
+    ``opened`` may pass ``router=`` and ``vectors=`` that the caller keeps open, and
+    ``display_names=`` (see IndexRun).
+    """
+    return IndexRun(settings, progress, **opened).run(paths)

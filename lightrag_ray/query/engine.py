@@ -1,0 +1,209 @@
+"""Dual-level retrieval and answer generation: one function for the CLI, Serve and tests.
+
+Modes (LightRAG's): ``local`` low-level keywords -> entities -> their one-hop relations;
+``global`` high-level keywords -> relations -> their endpoint entities; ``hybrid`` both;
+``mix`` hybrid plus chunk vectors (default); ``naive`` chunk vectors only; ``bypass`` the
+LLM alone. A query makes one keyword call (skipped when keywords are given) and one
+generation call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lightrag_ray.config import Settings
+from lightrag_ray.core import prompts
+from lightrag_ray.core.context import Budgets, QueryContext, build_context
+from lightrag_ray.core.keywords import Keywords, keywords_without_llm, parse_keywords
+from lightrag_ray.core.ranking import fuse, graph_chunk_ranking, interleave, rank_local_relations
+from lightrag_ray.core.tokenizer import count_tokens
+from lightrag_ray.models.embedding import Embedder
+from lightrag_ray.models.llm import LLMClient
+
+Mode = Literal["naive", "local", "global", "hybrid", "mix", "bypass"]
+CHUNK_FIELDS = ["id", "text", "file_path", "doc_id", "order"]
+
+
+class QueryParam(BaseModel):
+    """How to answer one question."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Mode = "mix"
+    top_k: int = Field(40, gt=0, description="Entities (local) / relations (global) retrieved.")
+    chunk_top_k: int = Field(20, gt=0, description="Source passages kept before the token budget.")
+    max_entity_tokens: int = Field(6000, gt=0)
+    max_relation_tokens: int = Field(8000, gt=0)
+    max_total_tokens: int = Field(30000, gt=0)
+    hl_keywords: list[str] | None = Field(None, description="Skip the keyword call with these themes.")
+    ll_keywords: list[str] | None = Field(None, description="Skip the keyword call with these names.")
+    history: list[dict[str, str]] = Field(default_factory=list, description="Earlier chat turns.")
+    response_type: str = Field("", description="Answer style, e.g. 'bullet points'.")
+
+
+class VectorSearch(Protocol):
+    def search(self, kind: str, vectors: Any, top_k: int, filter: str = "", output_fields: list[str] | None = None) -> list[list[dict[str, Any]]]: ...
+    def get(self, kind: str, ids: list[str], output_fields: list[str] | None = None) -> list[dict[str, Any]]: ...
+
+
+class GraphLookup(Protocol):
+    def neighborhood(self, keys: list[str]) -> dict[str, list[dict[str, Any]]]: ...
+    def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> dict[str, list[dict[str, Any]]]: ...
+
+
+@dataclass
+class QueryResult:
+    """An answer with the context and keywords it came from."""
+
+    answer: str
+    context: QueryContext
+    keywords: Keywords
+    mode: str
+    llm_calls: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "context": self.context.to_dict(), "keywords": asdict(self.keywords)}
+
+
+class QueryEngine:
+    """Answers questions from a workspace's vectors and graph."""
+
+    def __init__(
+        self, settings: Settings, embedder: Embedder, vectors: VectorSearch, graph: GraphLookup,
+        llm: LLMClient | None = None,
+    ) -> None:
+        self.settings = settings
+        self.embedder = embedder
+        self.vectors = vectors
+        self.graph = graph
+        self.llm = llm
+
+    # ---- keywords -------------------------------------------------------------------
+    async def keywords(self, question: str, param: QueryParam) -> tuple[Keywords, int]:
+        """Given keywords, or one LLM call, or (no LLM) names found in the question."""
+        if param.hl_keywords is not None or param.ll_keywords is not None:
+            return Keywords(param.hl_keywords or [], param.ll_keywords or []), 0
+        if self.llm is None:
+            return keywords_without_llm(question), 0
+        answer = await self.llm.complete(prompts.keywords_messages(question))
+        found = parse_keywords(answer)
+        return Keywords(found.high or [question], found.low or [question]), 1
+
+    # ---- retrieval ------------------------------------------------------------------
+    async def _search(self, kind: str, vector: Any, top_k: int) -> list[dict[str, Any]]:
+        fields = ["id", "key"] if kind == "entities" else ["id", "source_key", "target_key"] if kind == "relations" else ["id"]
+        hits = await asyncio.to_thread(self.vectors.search, kind, [vector], top_k, "", fields)
+        return hits[0]
+
+    async def _graph_items(self, mode: str, ll_vector: Any, hl_vector: Any, top_k: int) -> tuple[list, list]:
+        local_e: list[dict[str, Any]] = []
+        local_r: list[dict[str, Any]] = []
+        global_e: list[dict[str, Any]] = []
+        global_r: list[dict[str, Any]] = []
+        want_local, want_global = mode in ("local", "hybrid", "mix"), mode in ("global", "hybrid", "mix")
+        searches = await asyncio.gather(
+            self._search("entities", ll_vector, top_k) if want_local else _nothing(),
+            self._search("relations", hl_vector, top_k) if want_global else _nothing(),
+        )
+        entity_hits, relation_hits = searches
+        if entity_hits:
+            keys = [hit["key"] for hit in entity_hits]
+            found = await asyncio.to_thread(self.graph.neighborhood, keys)
+            by_key = {e["key"]: e for e in found["entities"]}
+            local_e = [by_key[k] for k in keys if k in by_key]
+            local_r = rank_local_relations(found["relations"], keys)[:top_k]
+        if relation_hits:
+            pairs = [(hit["source_key"], hit["target_key"]) for hit in relation_hits]
+            ends = [key for pair in pairs for key in pair]
+            found = await asyncio.to_thread(self.graph.fetch, ends, pairs)
+            global_r = found["relations"]
+            global_e = found["entities"][:top_k]
+        return interleave(local_e, global_e), interleave(local_r, global_r)
+
+    async def _chunks(self, ids: list[str]) -> list[dict[str, Any]]:
+        rows = await asyncio.to_thread(self.vectors.get, "chunks", ids, CHUNK_FIELDS)
+        by_id = {row["id"]: {**row, "chunk_id": row["id"]} for row in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    async def retrieve(self, question: str, param: QueryParam) -> tuple[QueryContext, Keywords, int]:
+        """The context for ``question`` (no generation), its keywords and LLM calls made."""
+        if param.mode == "bypass":
+            return QueryContext(), Keywords(), 0
+        calls = 0
+        keywords = Keywords()
+        if param.mode != "naive":
+            keywords, calls = await self.keywords(question, param)
+        texts = [question, ", ".join(keywords.low) or question, ", ".join(keywords.high) or question]
+        q_vec, ll_vec, hl_vec = await asyncio.to_thread(self.embedder.embed, texts)
+        entities, relations = [], []
+        vector_ids: list[str] = []
+        tasks = []
+        if param.mode != "naive":
+            tasks.append(self._graph_items(param.mode, ll_vec, hl_vec, param.top_k))
+        if param.mode in ("naive", "mix"):
+            tasks.append(self._search("chunks", q_vec, param.chunk_top_k))
+        results = await asyncio.gather(*tasks)
+        if param.mode != "naive":
+            entities, relations = results[0]
+        if param.mode in ("naive", "mix"):
+            vector_ids = [hit["id"] for hit in results[-1]]
+        graph_ids = graph_chunk_ranking(entities, relations)
+        if param.mode == "naive":
+            chunk_ids = vector_ids
+        elif param.mode == "mix":
+            chunk_ids = fuse([(vector_ids, 1.0), (graph_ids, 1.0)])
+        else:
+            chunk_ids = graph_ids
+        chunks = await self._chunks(chunk_ids[: param.chunk_top_k])
+        reserved = self._reserved_tokens(question, param)
+        budgets = Budgets(param.max_entity_tokens, param.max_relation_tokens, param.max_total_tokens)
+        context = build_context(entities, relations, chunks, budgets, reserved_tokens=reserved,
+                                encoding=self.settings.chunking.encoding)
+        return context, keywords, calls
+
+    def _reserved_tokens(self, question: str, param: QueryParam) -> int:
+        messages = prompts.answer_messages(question, "", param.history, param.response_type)
+        return sum(count_tokens(m["content"], self.settings.chunking.encoding) + 4 for m in messages)
+
+    # ---- generation -----------------------------------------------------------------
+    def _require_llm(self) -> LLMClient:
+        if self.llm is None:
+            raise ValueError("no LLM configured for answers: set llm.backend/llm.base_url, or ask for the context only")
+        return self.llm
+
+    async def query(self, question: str, param: QueryParam | None = None) -> QueryResult:
+        """Retrieve, then generate one answer that cites the numbered passages."""
+        param = param or QueryParam()
+        llm = self._require_llm()
+        context, keywords, calls = await self.retrieve(question, param)
+        answer = await llm.complete(self.answer_messages(question, context, param))
+        return QueryResult(answer, context, keywords, param.mode, calls + 1)
+
+    async def stream(self, question: str, param: QueryParam | None = None) -> AsyncIterator[str]:
+        """Retrieve, then yield the answer as it is generated."""
+        param = param or QueryParam()
+        self._require_llm()
+        context, _, _ = await self.retrieve(question, param)
+        async for piece in self.generate_stream(question, context, param):
+            yield piece
+
+    async def generate_stream(self, question: str, context: QueryContext, param: QueryParam) -> AsyncIterator[str]:
+        """Yield the answer to ``question`` from an already retrieved ``context``."""
+        llm = self._require_llm()
+        async for piece in llm.stream(self.answer_messages(question, context, param)):
+            yield piece
+
+    def answer_messages(self, question: str, context: QueryContext, param: QueryParam) -> list[dict[str, str]]:
+        if param.mode == "bypass":
+            return [*param.history, {"role": "user", "content": question}]
+        text = context.text or "(nothing relevant was found in the knowledge base)"
+        return prompts.answer_messages(question, text, param.history, param.response_type)
+
+
+async def _nothing() -> list[dict[str, Any]]:
+    return []

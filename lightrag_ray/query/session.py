@@ -1,0 +1,42 @@
+"""Open a workspace for queries in this process: Ray graph shards, Milvus, embedder, LLM."""
+
+from __future__ import annotations
+
+from lightrag_ray.config import Settings
+from lightrag_ray.models.embedding import make_embedder
+from lightrag_ray.models.llm import make_llm_client
+from lightrag_ray.query.engine import QueryEngine
+from lightrag_ray.ray_runtime import ensure_ray
+from lightrag_ray.storage import manifest as manifests
+from lightrag_ray.storage.graph_router import GraphRouter
+from lightrag_ray.storage.vectors import MilvusStore
+from lightrag_ray.storage.workspace import Workspace
+
+
+class LocalSession:
+    """A QueryEngine over a workspace, with everything it opened closed on exit."""
+
+    def __init__(self, settings: Settings) -> None:
+        workspace = Workspace(settings.workspace)
+        manifest = manifests.load(workspace)
+        if not manifest.is_indexed():
+            raise FileNotFoundError(f"{settings.workspace} holds no index yet; run `lightrag-ray index` first")
+        ensure_ray(settings)
+        self.embedder = make_embedder(settings.embedding)
+        manifests.check_embedding_dim(manifest, self.embedder.dim, settings.embedding.model)
+        vec = settings.vectors
+        self.vectors = MilvusStore(settings.milvus_uri(), self.embedder.dim, vec.collection_prefix, vec.token, vec.db_name)
+        self.graph = GraphRouter(settings.workspace, settings.graph.model_copy(update={"num_shards": manifest.num_shards}))
+        self.llm = make_llm_client(settings.llm) if settings.llm.backend != "none" else None
+        self.engine = QueryEngine(settings, self.embedder, self.vectors, self.graph, self.llm)
+
+    def __enter__(self) -> "LocalSession":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the shard actors and release the Milvus file."""
+        self.graph.close()
+        self.vectors.close()

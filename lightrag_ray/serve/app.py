@@ -1,0 +1,319 @@
+"""The Ray Serve application: LightRAG Server's REST routes plus an OpenAI-compatible chat API.
+
+``build_app`` is the typed builder that ``serve_config.yaml`` (and ``lightrag-ray serve``)
+points at. The FastAPI ingress runs the QueryEngine (autoscaled) and reaches the
+embedder, the LLM and the workspace owner through deployment handles.
+"""
+
+# No `from __future__ import annotations`: FastAPI must see the real types of the route
+# parameters, and Serve's ingress wrapper hides this module's globals from it.
+import json
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, File, HTTPException, Query, UploadFile
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+from ray import serve
+from ray.serve import Application
+
+from lightrag_ray.config import Settings, load_settings
+from lightrag_ray.models.llm import LLMError
+from lightrag_ray.query.engine import QueryEngine
+from lightrag_ray.serve.api_models import (
+    CHAT_MODEL_PREFIX,
+    MODES,
+    ChatCompletionRequest,
+    DeleteDocRequest,
+    InsertResponse,
+    InsertTextRequest,
+    InsertTextsRequest,
+    QueryRequest,
+    references,
+)
+from lightrag_ray.serve.deployments import (
+    EmbedderDeployment,
+    HandleEmbedder,
+    HandleLLM,
+    HandleWorkspace,
+    LLMDeployment,
+    WorkspaceDeployment,
+    widen_thread_pool,
+)
+from lightrag_ray.serve.http_guard import RequestGuard
+
+API_KEY_ENV = "LIGHTRAG_RAY_API_KEY"
+_GUARD = {"api_key": None, "max_body_bytes": 50 * 1024 * 1024}
+
+api = FastAPI(
+    title="lightrag-ray",
+    description="Graph-based RAG on Ray: LightRAG Server routes and an OpenAI-compatible chat API.",
+)
+api.add_middleware(RequestGuard, settings=lambda: (_GUARD["api_key"], _GUARD["max_body_bytes"]))
+
+
+def cause_message(exc: BaseException) -> str:
+    """The message of an exception raised in another deployment, without Ray's remote traceback."""
+    return str(getattr(exc, "cause", None) or exc)
+
+
+@api.exception_handler(LLMError)
+async def _llm_failed(_request: Any, exc: LLMError) -> JSONResponse:
+    return JSONResponse({"detail": f"the LLM failed: {cause_message(exc)}"}, status_code=502)
+
+
+def _insert_response(job: dict[str, Any]) -> InsertResponse:
+    if job["status"] == "duplicated":
+        message = f"all {len(job['doc_ids'])} documents are already indexed"
+    else:
+        message = f"{len(job['doc_ids'])} document(s) queued; follow them at /documents/track_status/{job['track_id']}"
+    status = "duplicated" if job["status"] == "duplicated" else "success"
+    return InsertResponse(status=status, message=message, track_id=job["track_id"], doc_ids=job["doc_ids"])
+
+
+def _sse(payload: dict[str, Any]) -> str:
+    return f"data: {json.dumps(payload)}\n\n"
+
+
+@serve.deployment(
+    ray_actor_options={"num_cpus": 0.1},
+    autoscaling_config={"min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 8},
+    max_ongoing_requests=64,
+)
+@serve.ingress(api)
+class Ingress:
+    """HTTP front door; stateless, so it scales out."""
+
+    def __init__(self, settings: dict[str, Any], embedder: Any, llm: Any, workspace: Any,
+                 api_key: str | None, max_body_bytes: int) -> None:
+        _GUARD.update(api_key=api_key, max_body_bytes=max_body_bytes)
+        self.settings = Settings.model_validate(settings)
+        self.workspace = workspace
+        self.llm = HandleLLM(llm) if self.settings.llm.backend != "none" else None
+        lookups = HandleWorkspace(workspace)
+        self.engine = QueryEngine(self.settings, HandleEmbedder(embedder), lookups, lookups, self.llm)
+        self.pool_ready = False
+
+    def _threads(self) -> None:
+        if not self.pool_ready:
+            widen_thread_pool()
+            self.pool_ready = True
+
+    def _need_llm(self) -> None:
+        if self.llm is None:
+            raise HTTPException(503, "no LLM configured: set llm.backend and llm.base_url in the app's "
+                                     "settings, or use /query/data for the context alone")
+
+    # ---- queries ---------------------------------------------------------------------
+    @api.post("/query")
+    async def query(self, request: QueryRequest) -> dict[str, Any]:
+        """Answer a question (or, with only_need_context, return the context text)."""
+        self._threads()
+        param = request.param()
+        context, _, _ = await self.engine.retrieve(request.query, param)
+        refs = references(context.references) if request.include_references else None
+        if request.only_need_context:
+            return {"response": context.text, "references": refs}
+        self._need_llm()
+        result = await self.llm.complete(self.engine.answer_messages(request.query, context, param))
+        return {"response": result, "references": refs}
+
+    @api.post("/query/stream")
+    async def query_stream(self, request: QueryRequest) -> StreamingResponse:
+        """The answer as newline-delimited JSON: references first, then response pieces."""
+        self._threads()
+        self._need_llm()
+        param = request.param()
+        context, _, _ = await self.engine.retrieve(request.query, param)
+
+        async def lines() -> AsyncIterator[str]:
+            if request.include_references:
+                yield json.dumps({"references": references(context.references)}) + "\n"
+            try:
+                async for piece in self.engine.generate_stream(request.query, context, param):
+                    yield json.dumps({"response": piece}) + "\n"
+            except LLMError as exc:
+                yield json.dumps({"error": f"the LLM failed: {cause_message(exc)}"}) + "\n"
+
+        return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+    @api.post("/query/data")
+    async def query_data(self, request: QueryRequest) -> dict[str, Any]:
+        """Retrieval only: entities, relationships, chunks and references, no generation."""
+        self._threads()
+        started = time.perf_counter()
+        context, keywords, calls = await self.engine.retrieve(request.query, request.param())
+        return {
+            "status": "success",
+            "message": "context retrieved",
+            "data": {
+                "entities": context.entities, "relationships": context.relations,
+                "chunks": context.chunks, "references": references(context.references),
+            },
+            "metadata": {
+                "query_mode": request.mode,
+                "keywords": {"high_level": keywords.high, "low_level": keywords.low},
+                "processing_info": {"llm_calls": calls, "seconds": round(time.perf_counter() - started, 4),
+                                    "context_tokens_budget": request.max_total_tokens},
+            },
+        }
+
+    # ---- documents -------------------------------------------------------------------
+    @api.post("/documents/text")
+    async def insert_text(self, request: InsertTextRequest) -> InsertResponse:
+        """Index one text in the background; returns the track id."""
+        name = request.file_source or "text.txt"
+        name = name if name.lower().endswith((".txt", ".md")) else f"{name}.txt"
+        return await self._submit([(name, request.text.encode("utf-8"))], "insert")
+
+    @api.post("/documents/texts")
+    async def insert_texts(self, request: InsertTextsRequest) -> InsertResponse:
+        """Index several texts in the background as one job."""
+        if request.file_sources and len(request.file_sources) != len(request.texts):
+            raise HTTPException(422, "file_sources must be empty or as long as texts")
+        sources = request.file_sources or [f"text_{i}.txt" for i in range(len(request.texts))]
+        files = [(s if s.lower().endswith((".txt", ".md")) else f"{s}.txt", t.encode("utf-8"))
+                 for s, t in zip(sources, request.texts)]
+        return await self._submit(files, "insert")
+
+    @api.post("/documents/upload")
+    async def upload(self, file: UploadFile = File(...)) -> InsertResponse:
+        """Index an uploaded file (.txt .md .json .jsonl .parquet) in the background."""
+        return await self._submit([(file.filename or "upload.txt", await file.read())], "upload")
+
+    async def _submit(self, files: list[tuple[str, bytes]], prefix: str) -> InsertResponse:
+        from lightrag_ray.serve.workspace_service import InsertRejected
+
+        try:
+            job = await self.workspace.submit.remote(files, prefix)
+        except InsertRejected as exc:
+            raise HTTPException(400, cause_message(exc)) from None
+        return _insert_response(job)
+
+    @api.get("/documents")
+    async def documents(self) -> dict[str, Any]:
+        """Documents grouped by status."""
+        return await self.workspace.documents.remote()
+
+    @api.get("/documents/track_status/{track_id}")
+    async def track_status(self, track_id: str) -> dict[str, Any]:
+        """Progress of one insert job and its documents."""
+        found = await self.workspace.track_status.remote(track_id)
+        if found is None:
+            raise HTTPException(404, f"no insert job with track id {track_id!r}")
+        return found
+
+    @api.delete("/documents/delete_document")
+    async def delete_document(self, request: DeleteDocRequest) -> dict[str, Any]:
+        """Delete documents; entities and relations they shared keep their other sources."""
+        result = await self.workspace.delete.remote(request.doc_ids)
+        if not result["deleted"]:
+            raise HTTPException(404, f"none of these documents exist: {', '.join(result['not_found'])}")
+        return {"status": "deletion_completed", "message": f"deleted {len(result['deleted'])} documents",
+                "doc_id": ", ".join(result["deleted"]), **result}
+
+    # ---- graph -----------------------------------------------------------------------
+    @api.get("/graphs")
+    async def graphs(self, label: str = Query(..., min_length=1), max_depth: int = Query(3, ge=1, le=10),
+                     max_nodes: int = Query(1000, ge=1, le=10000)) -> dict[str, Any]:
+        """The subgraph around entity ``label`` (``*``: the best-connected entities)."""
+        return await self.workspace.subgraph.remote(label, max_depth, max_nodes)
+
+    @api.get("/graph/label/list")
+    async def labels(self) -> list[str]:
+        """All entity names."""
+        return await self.workspace.labels.remote()
+
+    # ---- OpenAI-compatible -------------------------------------------------------------
+    @api.get("/v1/models")
+    async def models(self) -> dict[str, Any]:
+        """One model per query mode: lightrag-mix, lightrag-local, ..."""
+        return {"object": "list", "data": [
+            {"id": f"{CHAT_MODEL_PREFIX}{m}", "object": "model", "created": 0, "owned_by": "lightrag-ray"}
+            for m in MODES
+        ]}
+
+    @api.post("/v1/chat/completions", response_model=None)
+    async def chat(self, request: ChatCompletionRequest) -> dict[str, Any] | StreamingResponse:
+        """Answer the last user message from the knowledge graph; the model name picks the mode."""
+        self._threads()
+        self._need_llm()
+        mode = request.mode()
+        if mode is None:
+            raise HTTPException(404, f"unknown model {request.model!r}; use one of "
+                                     + ", ".join(f"{CHAT_MODEL_PREFIX}{m}" for m in MODES))
+        try:
+            question, history = request.question_and_history()
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from None
+        param = QueryRequest(query=question, mode=mode).param().model_copy(update={"history": history})
+        context, _, _ = await self.engine.retrieve(question, param)
+        ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+        base = {"id": ident, "created": created, "model": request.model}
+        if not request.stream:
+            answer = await self.llm.complete(self.engine.answer_messages(question, context, param))
+            return {**base, "object": "chat.completion", "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}
+
+        async def events() -> AsyncIterator[str]:
+            chunk = {**base, "object": "chat.completion.chunk"}
+            yield _sse({**chunk, "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]})
+            try:
+                async for piece in self.engine.generate_stream(question, context, param):
+                    yield _sse({**chunk, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
+            except LLMError as exc:
+                yield _sse({"error": {"message": f"the LLM failed: {cause_message(exc)}", "type": "upstream_error"}})
+            yield _sse({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    @api.get("/health")
+    async def health(self) -> dict[str, Any]:
+        """Status, graph version, counts and models (no API key needed)."""
+        return await self.workspace.health.remote()
+
+
+class AppArgs(BaseModel):
+    """Arguments of ``build_app`` (``args:`` in serve_config.yaml); unknown keys are rejected."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workspace: str | None = Field(None, description="Workspace directory or URI ($LIGHTRAG_RAY__WORKSPACE wins).")
+    config: str | None = Field(None, description="Settings YAML file (see docs/configuration.md).")
+    settings: dict[str, Any] = Field(
+        default_factory=dict, description="Settings, YAML-shaped; the config file and LIGHTRAG_RAY__* variables override them.")
+    api_key: str | None = Field(None, description=f"Required key on every route but /health; default ${API_KEY_ENV}.")
+    max_body_mb: float = Field(50.0, gt=0, description="Largest request body accepted (413 above).")
+    embed_max_batch_size: int = Field(64, gt=0, description="Texts embedded together by the embedder deployment.")
+    embed_batch_wait_s: float = Field(0.01, ge=0, description="How long a batch waits to fill.")
+
+
+def app_settings(args: AppArgs) -> Settings:
+    """The settings the app runs with; a local workspace path becomes absolute."""
+    defaults = {**args.settings, **({"workspace": args.workspace} if args.workspace else {})}
+    settings = load_settings(args.config, defaults=defaults)
+    if "://" not in settings.workspace:
+        settings = settings.model_copy(update={"workspace": str(Path(settings.workspace).resolve())})
+    if settings.llm.backend == "vllm":
+        raise ValueError(
+            "llm.backend=vllm is for indexing; to serve with vLLM deploy the ray.serve.llm application "
+            "(lightrag_ray.serve.vllm_app:build_vllm_app, see docs/api.md) and point llm.base_url at it with backend=openai"
+        )
+    return settings
+
+
+def build_app(args: AppArgs) -> Application:
+    """The whole application: Ingress -> (Embedder, LLM, Workspace)."""
+    settings = app_settings(args)
+    dumped = settings.model_dump()
+    embedder = EmbedderDeployment.bind(settings.embedding.model_dump(), args.embed_max_batch_size, args.embed_batch_wait_s)
+    llm = LLMDeployment.bind(settings.llm.model_dump())
+    workspace = WorkspaceDeployment.bind(dumped, embedder)
+    api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
+    return Ingress.bind(dumped, embedder, llm, workspace, api_key, int(args.max_body_mb * 1024 * 1024))

@@ -1,0 +1,208 @@
+"""The back-end Serve deployments: embedder (request batching), LLM and workspace owner.
+
+The FastAPI ingress (``serve_app``) runs the QueryEngine and reaches these through
+deployment handles. Resources are fractional so the whole app fits on 2 cores; the
+options here are defaults that ``serve_config.yaml`` may override.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+from ray import serve
+
+from lightrag_ray.config import EmbeddingConfig, LLMConfig, Settings
+from lightrag_ray.models.embedding import make_embedder
+from lightrag_ray.models.llm import LLMClient, LLMError, Messages, make_llm_client
+
+# Handle calls made from worker threads block one thread each; the default pool (cores + 4)
+# would cap concurrent queries far below what the ingress accepts.
+HANDLE_THREADS = 64
+
+
+def widen_thread_pool() -> None:
+    """Give this replica's event loop a thread pool sized for blocking handle calls."""
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(HANDLE_THREADS, "lightrag-serve"))
+
+
+class HandleEmbedder:
+    """The Embedder protocol over the Embedder deployment (blocking; call from a thread)."""
+
+    def __init__(self, handle: Any, dim: int = 0) -> None:
+        self.handle = handle
+        self.dim = dim
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(self.handle.embed.remote(list(texts)).result())
+
+
+@serve.deployment(
+    ray_actor_options={"num_cpus": 0.5},
+    autoscaling_config={"min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 16},
+    max_ongoing_requests=128,
+)
+class EmbedderDeployment:
+    """The embedding model; concurrent single texts are embedded together in one batch."""
+
+    def __init__(self, config: dict[str, Any], max_batch_size: int = 64, batch_wait_timeout_s: float = 0.01) -> None:
+        self.embedder = make_embedder(EmbeddingConfig.model_validate(config))
+        self.embed_one.set_max_batch_size(max_batch_size)
+        self.embed_one.set_batch_wait_timeout_s(batch_wait_timeout_s)
+
+    @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.01)
+    async def embed_one(self, texts: list[str]) -> list[np.ndarray]:
+        return list(await asyncio.to_thread(self.embedder.embed, texts))
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        """Vectors of ``texts``, each batched with other callers' texts."""
+        return np.stack(await asyncio.gather(*(self.embed_one(t) for t in texts)))
+
+    def dimension(self) -> int:
+        return int(self.embedder.dim)
+
+
+class HandleLLM:
+    """The LLMClient protocol over the LLM deployment."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    async def complete(self, messages: Messages, *, max_tokens: int | None = None) -> str:
+        return await self.handle.complete.remote(messages, max_tokens)
+
+    async def stream(self, messages: Messages, *, max_tokens: int | None = None) -> AsyncIterator[str]:
+        async for piece in self.handle.options(stream=True).stream.remote(messages, max_tokens):
+            yield piece
+
+    async def aclose(self) -> None:
+        return None
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 0.1}, max_ongoing_requests=256)
+class LLMDeployment:
+    """An OpenAI-compatible upstream (or a local transformers model) for keywords and answers.
+
+    With ``llm.backend: none`` it holds no model (the ingress then answers context only),
+    so serve_config.yaml can always name this deployment.
+    """
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        llm = LLMConfig.model_validate(config)
+        self.client = make_llm_client(llm) if llm.backend != "none" else None
+
+    def _client(self) -> LLMClient:
+        if self.client is None:
+            raise LLMError("no LLM configured (llm.backend is none)")
+        return self.client
+
+    async def complete(self, messages: Messages, max_tokens: int | None = None) -> str:
+        return await self._client().complete(messages, max_tokens=max_tokens)
+
+    async def stream(self, messages: Messages, max_tokens: int | None = None) -> AsyncIterator[str]:
+        async for piece in self._client().stream(messages, max_tokens=max_tokens):
+            yield piece
+
+
+class HandleWorkspace:
+    """Vector and graph lookups (the QueryEngine's protocols) over the Workspace deployment."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    def search(self, kind: str, vectors: Any, top_k: int, filter: str = "", output_fields: list[str] | None = None):
+        return self.handle.search.remote(kind, np.asarray(vectors), top_k, filter, output_fields).result()
+
+    def get(self, kind: str, ids: list[str], output_fields: list[str] | None = None) -> list[dict[str, Any]]:
+        return self.handle.get.remote(kind, ids, output_fields).result()
+
+    def neighborhood(self, keys: list[str]) -> dict[str, list[dict[str, Any]]]:
+        return self.handle.neighborhood.remote(keys).result()
+
+    def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> dict[str, list[dict[str, Any]]]:
+        return self.handle.fetch.remote(keys, pairs).result()
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 0.1}, max_ongoing_requests=512, health_check_timeout_s=120)
+class WorkspaceDeployment:
+    """The single owner of the workspace's Milvus (Lite) store and graph shards.
+
+    Exactly one replica: a Milvus Lite file admits one process and the graph one writer.
+    Insert jobs run one after another in the background; queries keep being answered.
+    """
+
+    def __init__(self, settings: dict[str, Any], embedder: Any) -> None:
+        self.settings = Settings.model_validate(settings)
+        self.embedder_handle = embedder
+        self.service = None
+        self.ready = asyncio.Lock()
+        self.jobs: asyncio.Queue[str] = asyncio.Queue()
+        self.worker: asyncio.Task | None = None
+
+    async def _service(self):
+        """Open the workspace on first use (needs the embedder's dimension)."""
+        from lightrag_ray.serve.workspace_service import WorkspaceService
+
+        async with self.ready:
+            if self.service is None:
+                widen_thread_pool()
+                dim = await self.embedder_handle.dimension.remote()
+                embedder = HandleEmbedder(self.embedder_handle, dim)
+                self.service = await asyncio.to_thread(WorkspaceService, self.settings, embedder)
+                for track_id in self.service.unfinished_jobs():  # cut short by a restart: run again
+                    self.jobs.put_nowait(track_id)
+                self.worker = asyncio.create_task(self._run_jobs())
+        return self.service
+
+    async def _run_jobs(self) -> None:
+        while True:
+            track_id = await self.jobs.get()
+            await asyncio.to_thread(self.service.run_job, track_id)
+
+    async def _call(self, method: str, *args: Any) -> Any:
+        service = await self._service()
+        return await asyncio.to_thread(getattr(service, method), *args)
+
+    async def check_health(self) -> None:
+        """Serve's periodic probe; also opens the workspace right after start."""
+        await self._service()
+
+    async def search(self, kind: str, vectors: Any, top_k: int, filter: str = "", output_fields: list[str] | None = None):
+        return await self._call("search", kind, vectors, top_k, filter, output_fields)
+
+    async def get(self, kind: str, ids: list[str], output_fields: list[str] | None = None):
+        return await self._call("get", kind, ids, output_fields)
+
+    async def neighborhood(self, keys: list[str]):
+        return await self._call("neighborhood", keys)
+
+    async def fetch(self, keys: list[str], pairs: list[tuple[str, str]]):
+        return await self._call("fetch", keys, pairs)
+
+    async def subgraph(self, label: str, max_depth: int, max_nodes: int):
+        return await self._call("subgraph", label, max_depth, max_nodes)
+
+    async def labels(self):
+        return await self._call("labels")
+
+    async def submit(self, files: list[tuple[str, bytes]], prefix: str) -> dict[str, Any]:
+        """Queue an insert job; returns it at once (status ``pending`` or ``duplicated``)."""
+        job = await self._call("submit", files, prefix)
+        if job["status"] != "duplicated":
+            self.jobs.put_nowait(job["track_id"])
+        return job
+
+    async def track_status(self, track_id: str):
+        return await self._call("track_status", track_id)
+
+    async def documents(self):
+        return await self._call("documents")
+
+    async def delete(self, doc_ids: list[str]):
+        return await self._call("delete", doc_ids)
+
+    async def health(self):
+        return await self._call("health")

@@ -1,0 +1,217 @@
+"""The writable side of a served workspace: one owner of Milvus and the graph shards.
+
+A Milvus Lite file may be opened by one process only, and the graph shards must see
+one writer, so the Serve app keeps exactly one WorkspaceService (in its Workspace
+deployment). It answers vector and graph lookups for the query replicas, runs insert
+jobs through the same indexing pipeline as the CLI (one at a time, in the background)
+and deletes documents. Insert jobs are recorded under ``tracks/`` in the workspace, so
+a job cut short by a restart is run again when the service comes back.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import threading
+import uuid
+from pathlib import PurePosixPath
+from typing import Any
+
+from lightrag_ray.config import Settings
+from lightrag_ray.core.subgraph import subgraph
+from lightrag_ray.index.deletion import delete_documents
+from lightrag_ray.index.documents import parse_file
+from lightrag_ray.index.pipeline import index_paths
+from lightrag_ray.models.embedding import Embedder
+from lightrag_ray.storage import doc_status
+from lightrag_ray.storage import manifest as manifests
+from lightrag_ray.storage.graph_router import GraphRouter
+from lightrag_ray.storage.vectors import MilvusStore
+from lightrag_ray.storage.workspace import Workspace
+
+PENDING, PROCESSING, DUPLICATED = "pending", "processing", "duplicated"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class InsertRejected(ValueError):
+    """Nothing in the request can become a document; the message says why."""
+
+
+def safe_file_name(name: str, default: str = "text.txt") -> str:
+    """A file name that stays inside its folder: no directories, no dot names, ASCII only."""
+    base = _UNSAFE.sub("_", PurePosixPath(name.replace("\\", "/")).name).strip("._")
+    return base[:120] or default
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class WorkspaceService:
+    """Lookups, insert jobs, deletion and status over one workspace."""
+
+    def __init__(self, settings: Settings, embedder: Embedder) -> None:
+        self.workspace = Workspace(settings.workspace)
+        shards = manifests.load(self.workspace).num_shards or settings.graph.num_shards
+        self.settings = settings.model_copy(
+            update={"graph": settings.graph.model_copy(update={"num_shards": shards})}
+        )
+        self.embedder = embedder
+        vec = settings.vectors
+        self.vectors = MilvusStore(settings.milvus_uri(), embedder.dim, vec.collection_prefix, vec.token, vec.db_name)
+        self.graph = GraphRouter(self.settings.workspace, self.settings.graph)
+        self.write_lock = threading.Lock()
+        self.jobs: dict[str, dict[str, Any]] = {
+            job["track_id"]: job for job in map(json.loads, self._track_files())
+        }
+
+    # ---- lookups for the query replicas ------------------------------------------------
+    def search(self, kind: str, vectors: Any, top_k: int, filter: str = "", output_fields: list[str] | None = None):
+        return self.vectors.search(kind, vectors, top_k, filter, output_fields)
+
+    def get(self, kind: str, ids: list[str], output_fields: list[str] | None = None) -> list[dict[str, Any]]:
+        return self.vectors.get(kind, ids, output_fields)
+
+    def neighborhood(self, keys: list[str]) -> dict[str, list[dict[str, Any]]]:
+        return self.graph.neighborhood(keys)
+
+    def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> dict[str, list[dict[str, Any]]]:
+        return self.graph.fetch(keys, pairs)
+
+    def subgraph(self, label: str, max_depth: int, max_nodes: int) -> dict[str, Any]:
+        return subgraph(self.graph, label, max_depth, max_nodes)
+
+    def labels(self) -> list[str]:
+        return self.graph.labels()
+
+    # ---- inserts -----------------------------------------------------------------------
+    def _track_files(self) -> list[bytes]:
+        files = self.workspace.list_files("tracks", suffix=".json")
+        return [self.workspace.fs.open_input_stream(p).read() for p in files]
+
+    def _save_job(self, job: dict[str, Any]) -> None:
+        job["updated"] = _now()
+        self.jobs[job["track_id"]] = job
+        self.workspace.write_bytes(json.dumps(job).encode(), "tracks", f"{job['track_id']}.json")
+
+    def submit(self, files: list[tuple[str, bytes]], prefix: str = "insert") -> dict[str, Any]:
+        """Store ``(file name, bytes)`` in the workspace inbox and queue one insert job.
+
+        Returns the job (``track_id``, ``doc_ids``, ``status``); ``status`` is
+        ``duplicated`` when every document is already processed (no job is queued).
+        Raises InsertRejected when no file holds a readable document.
+        """
+        track_id = f"{prefix}_{dt.datetime.now(dt.timezone.utc):%Y%m%d_%H%M%S}_{uuid.uuid4().hex[:8]}"
+        rows, errors = [], []
+        names = [safe_file_name(name) for name, _ in files]
+        for name, (_, data) in zip(names, files):
+            for row in parse_file(name, data):
+                (errors if row["error"] else rows).append(row)
+        if not rows:
+            reasons = "; ".join(f"{e['file_path']}: {e['error']}" for e in errors) or "no files"
+            raise InsertRejected(f"nothing to index: {reasons}")
+        doc_ids = sorted({row["doc_id"] for row in rows})
+        known = doc_status.load(self.workspace)
+        job = {
+            "track_id": track_id, "status": PENDING, "doc_ids": doc_ids, "files": {},
+            "created": _now(), "errors": [{"file_path": e["file_path"], "error": e["error"]} for e in errors],
+            "report": None,
+        }
+        if all(known.get(d, {}).get("status") == doc_status.PROCESSED for d in doc_ids):
+            self._save_job({**job, "status": DUPLICATED})
+            return self.jobs[track_id]
+        for number, (name, (_, data)) in enumerate(zip(names, files)):
+            stored = f"{number:04d}-{name}"  # unique in the folder; documents keep `name`
+            self.workspace.write_bytes(data, "inbox", track_id, stored)
+            job["files"][stored] = name
+        self._save_job(job)
+        return job
+
+    def unfinished_jobs(self) -> list[str]:
+        """Track ids of jobs not yet run to the end (queued, or cut short by a restart)."""
+        return sorted(t for t, job in self.jobs.items() if job["status"] in (PENDING, PROCESSING))
+
+    def run_job(self, track_id: str) -> dict[str, Any]:
+        """Index one job's inbox folder (blocking; one writer at a time)."""
+        job = self.jobs[track_id]
+        with self.write_lock:
+            self._save_job({**job, "status": PROCESSING})
+            try:
+                report = index_paths(
+                    [f"{self.workspace.uri}/inbox/{track_id}"], self.settings, progress=None,
+                    router=self.graph, vectors=self.vectors, display_names=job["files"],
+                )
+            except Exception as exc:  # the job fails, the service stays up
+                job = {**self.jobs[track_id], "status": doc_status.FAILED, "error": f"{type(exc).__name__}: {exc}"}
+            else:
+                status = doc_status.FAILED if report.docs_failed else doc_status.PROCESSED
+                job = {**self.jobs[track_id], "status": status, "report": report.to_dict()}
+            self._save_job(job)
+        return job
+
+    def track_status(self, track_id: str) -> dict[str, Any] | None:
+        """The job and the status of each of its documents, or None for an unknown id."""
+        job = self.jobs.get(track_id)
+        if job is None:
+            return None
+        known = doc_status.load(self.workspace)
+        documents = []
+        for doc in job["doc_ids"]:
+            row = known.get(doc)
+            if row is None or job["status"] in (PENDING, PROCESSING):
+                row = {"doc_id": doc, "file_path": "", "status": job["status"], "error": "", "chunks": 0}
+            documents.append({**row, "track_id": track_id})
+        summary: dict[str, int] = {}
+        for d in documents:
+            summary[d["status"]] = summary.get(d["status"], 0) + 1
+        return {
+            "track_id": track_id, "job_status": job["status"], "documents": documents,
+            "total_count": len(documents), "status_summary": summary, "errors": job["errors"],
+            "error": job.get("error"),
+        }
+
+    # ---- documents ---------------------------------------------------------------------
+    def documents(self) -> dict[str, Any]:
+        """Documents grouped by status, with those of queued jobs as pending/processing."""
+        known = doc_status.load(self.workspace)
+        statuses: dict[str, list[dict[str, Any]]] = {}
+        for row in known.values():
+            statuses.setdefault(row["status"], []).append(row)
+        for job in self.jobs.values():
+            if job["status"] in (PENDING, PROCESSING):
+                for doc in job["doc_ids"]:
+                    if doc not in known or known[doc]["status"] != doc_status.PROCESSED:
+                        statuses.setdefault(job["status"], []).append(
+                            {"doc_id": doc, "file_path": "", "status": job["status"], "error": "",
+                             "chunks": 0, "updated": job["updated"], "track_id": job["track_id"]})
+        return {"statuses": statuses, "status_counts": {s: len(rows) for s, rows in statuses.items()}}
+
+    def delete(self, doc_ids: list[str]) -> dict[str, Any]:
+        """Delete documents; only the entities and relations they touched are re-derived."""
+        with self.write_lock:
+            return delete_documents(self.workspace, self.graph, self.vectors, self.embedder, doc_ids)
+
+    def health(self) -> dict[str, Any]:
+        """Graph version, counts, models and whether a write is running."""
+        manifest = manifests.load(self.workspace)
+        return {
+            "status": "healthy",
+            "workspace": self.settings.workspace,
+            "graph_version": manifest.graph_version,
+            "documents": doc_status.counts(doc_status.load(self.workspace)),
+            "entities": manifest.entities,
+            "relations": manifest.relations,
+            "shards": self.settings.graph.num_shards,
+            "pipeline_busy": self.write_lock.locked(),
+            "queued_jobs": len(self.unfinished_jobs()),
+            "embedding_model": f"{self.settings.embedding.backend}:{self.settings.embedding.model}",
+            "embedding_dim": self.embedder.dim,
+            "llm_model": None if self.settings.llm.backend == "none" else self.settings.llm.model,
+            "extraction_mode": self.settings.extraction.mode,
+        }
+
+    def close(self) -> None:
+        """Stop the shard actors and release Milvus."""
+        self.graph.close()
+        self.vectors.close()
