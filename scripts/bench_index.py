@@ -1,6 +1,6 @@
 """Indexing benchmark: lightrag-ray vs lightrag-hku on the same corpus, embedder and simulated LLM.
 
-Starts the simulated OpenAI-compatible LLM of ``scripts/sim_llm.py`` (fixed latency per
+Starts the simulated OpenAI-compatible LLM of ``tests/scripted_llm.py`` (fixed latency per
 request, unlimited concurrency, deterministic extraction records derived from the passage
 text, requests counted by kind), then, for each ``--concurrency`` value, indexes the corpus
 into a fresh workspace with
@@ -200,7 +200,7 @@ def ray_child(cfg: dict[str, Any]) -> dict[str, Any]:
     settings = ray_settings(cfg)
     import ray
 
-    from lightrag_ray.pipeline import index_paths
+    from lightrag_ray.index.pipeline import index_paths
 
     ray.init(address="local", namespace=settings.ray.namespace, include_dashboard=False,
              logging_level=logging.WARNING)
@@ -395,7 +395,7 @@ def embedding_throughput(docs: list[tuple[str, str]]) -> dict[str, float]:
     relation texts (``graph_texts_sample``)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from lightrag_ray.config import EmbeddingConfig
-    from lightrag_ray.embedding import SentenceTransformerEmbedder
+    from lightrag_ray.models.embedding import SentenceTransformerEmbedder
 
     embedder = SentenceTransformerEmbedder(EmbeddingConfig())
     words = " ".join(t for _, t in docs).split()
@@ -506,7 +506,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="extra lightrag-ray settings (values parsed as YAML), e.g. embedding.batch_size=128")
     parser.add_argument("--ray-env", nargs="*", default=[], metavar="NAME=VALUE",
                         help="environment of the lightrag-ray child, e.g. OMP_NUM_THREADS=2")
-    parser.add_argument("--llm-url", default=None, help="use a running sim_llm.py (http://host:port/v1)")
+    parser.add_argument("--llm-url", default=None,
+                        help="use a running `python -m tests.scripted_llm` (http://host:port/v1)")
     parser.add_argument("--no-ideal", action="store_true", help="skip the embedding throughput measurement")
     parser.add_argument("--workdir", default=None, help="scratch folder (default: a new temp dir, removed)")
     parser.add_argument("--json-out", default=None)
@@ -524,10 +525,9 @@ def main(argv: list[str] | None = None) -> None:
     sim = None
     url = args.llm_url
     if url is None:
-        sys.path.insert(0, str(ROOT / "scripts"))
-        from sim_llm import SimLLM
+        from tests.scripted_llm import ScriptedLLM
 
-        sim = SimLLM(latency_s=args.latency).start()
+        sim = ScriptedLLM(latency_s=args.latency).start()
         url = sim.url
     else:
         sim_get(url, "/admin/config", {"latency_s": args.latency})

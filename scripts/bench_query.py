@@ -1,7 +1,7 @@
 """Query benchmark: context-only retrieval latency per mode and LLM traffic per query, lightrag-ray vs lightrag-hku.
 
 Both systems query the same indexed corpus with the same embedder (the packaged
-all-MiniLM-L6-v2) and the same simulated LLM (``scripts/sim_llm.py``) answering every
+all-MiniLM-L6-v2) and the same simulated LLM (``tests/scripted_llm.py``) answering every
 request at once, so the keyword call costs no waiting and the timings measure retrieval
 itself. The indexes come from ``scripts/bench_index.py --concurrency default --latency 0
 --no-ideal --workdir WORKDIR --json-out WORKDIR/index.json`` (run here when WORKDIR holds no
@@ -139,9 +139,9 @@ def ray_child(cfg: dict[str, Any]) -> dict[str, Any]:
     """Runs in a child process: query the lightrag-ray workspace cfg["workspace"]."""
     import ray
 
-    from lightrag_ray.query import QueryParam
-    from lightrag_ray.session import LocalSession
-    from lightrag_ray.tokenizer import count_tokens
+    from lightrag_ray.core.tokenizer import count_tokens
+    from lightrag_ray.query.engine import QueryParam
+    from lightrag_ray.query.session import LocalSession
 
     settings = ray_settings(cfg)  # its own local Ray cluster, LLM = the simulator
     with LocalSession(settings) as session:
@@ -191,29 +191,21 @@ def hku_child(cfg: dict[str, Any]) -> dict[str, Any]:
 
 # ---- simulated LLM that counts prompt tokens ----------------------------------------------
 def start_sim() -> Any:
-    """sim_llm.SimLLM answering at once (keyword latency 0), whose counts add "prompt_tokens" by kind."""
-    from sim_llm import SimLLM, classify
+    """The scripted LLM answering at once, whose counts add "prompt_tokens" by kind."""
+    from lightrag_ray.core.tokenizer import count_tokens
+    from tests.scripted_llm import ScriptedLLM
 
-    from lightrag_ray.tokenizer import count_tokens
-
-    class TokenCountingSim(SimLLM):
-        """Keeps each prompt's text by kind; tokens are counted when the counters are read."""
-
-        def reset(self) -> None:
-            super().reset()
-            self.prompts: dict[str, list[str]] = {}
-
-        def serve(self, messages: list[dict[str, Any]]) -> tuple[str, int, int]:
-            text = "\n".join(str(m.get("content") or "") for m in messages)
-            self.prompts.setdefault(classify(messages)[1], []).append(text)
-            return super().serve(messages)
+    class TokenCountingLLM(ScriptedLLM):
+        """Counts the tokens of the recorded prompts, by kind, when the counters are read."""
 
         def snapshot(self) -> dict[str, Any]:
-            prompts = {kind: list(texts) for kind, texts in self.prompts.items()}
-            tokens = {kind: sum(count_tokens(t, ENCODING) for t in texts) for kind, texts in prompts.items()}
+            tokens: dict[str, int] = {}
+            for kind, messages in list(self.requests):
+                text = "\n".join(str(m.get("content") or "") for m in messages)
+                tokens[kind] = tokens.get(kind, 0) + count_tokens(text, ENCODING)
             return {**super().snapshot(), "prompt_tokens": tokens}
 
-    return TokenCountingSim(latency_s=0.0, kind_latency={"keywords": 0.0}).start()
+    return TokenCountingLLM(latency_s=0.0).start()
 
 
 # ---- indexes --------------------------------------------------------------------------------

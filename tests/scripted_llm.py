@@ -1,14 +1,18 @@
-"""A scripted OpenAI-compatible LLM server for tests and benchmarks (stdlib only).
+"""A simulated OpenAI-compatible LLM server for tests and benchmarks (stdlib only).
 
-It serves real HTTP on 127.0.0.1 from a daemon thread, so Ray actors in other
-processes can call it while the test inspects what it was asked. Answers are
-deterministic functions of the prompt (see ``derive_records``), and failures can be
-injected per kind of request with ``add_rule``.
+It serves real HTTP on 127.0.0.1 from a daemon thread, so Ray actors in other processes
+can call it while the caller inspects what it was asked. It recognises the prompts of
+lightrag-ray (``## ...`` headings) and of lightrag-hku 1.5.x (``---Role---`` /
+``---Task---`` sections) and answers both deterministically: extraction records derived
+from the passage (``derive_records``), ``<|COMPLETE|>`` to gleaning, JSON keywords, short
+summaries. Latency is fixed per request, optionally per kind and per output word; failures
+can be injected per kind of request with ``add_rule``; requests are recorded and counted.
 
-Run standalone: ``python -m tests.scripted_llm --port 8000 --latency 0.5``; control it
-with ``POST /admin/rules`` (JSON list of rules, replacing the current ones),
-``POST /admin/config`` ({"latency_s": .., "timeout_sleep_s": ..}), ``POST /admin/reset``
-and ``GET /admin/counts``.
+Run standalone: ``python -m tests.scripted_llm --port 8011 --latency 0.5`` (also
+``--token-latency S``, ``--kind-latency keywords=0``); control it with ``POST /admin/rules``
+(JSON list of rules, replacing the current ones), ``POST /admin/config`` (any of
+``latency_s``, ``token_latency_s``, ``kind_latency``, ``timeout_sleep_s``),
+``POST /admin/reset`` and ``GET /admin/counts`` (``snapshot()``).
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from lightrag_ray.prompts import COMPLETE, EXTRACT_HEADING, FIELD_SEP, GLEAN_HEADING, SUMMARY_HEADING
+from lightrag_ray.core.prompts import COMPLETE, EXTRACT_HEADING, FIELD_SEP, GLEAN_HEADING, SUMMARY_HEADING
 
 KEYWORDS_HEADING = "## Query keywords"
 ANSWER_PREFIX = "Answer based on the context [1]."
 MALFORMED_TEXT = "I am sorry <|# entity | Broken Thing |#> relation<|without end"
 ACTIONS = ("429", "500", "timeout", "malformed", "empty")
 KINDS = ("extract", "glean", "summary", "keywords", "answer")
+SYSTEMS = ("ray", "hku")
 
 STOPWORDS = frozenset(
     """The A An It Its He She They We I You His Her Their Our My Your But And Or So If Then
@@ -39,6 +44,11 @@ STOPWORDS = frozenset(
 _PHRASE = re.compile(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _PASSAGE = re.compile(r"<input_text>\n(.*?)\n</input_text>", re.S)
+# lightrag-hku 1.5.x (lightrag/prompt.py): the passage fenced with ``` under ---Input Text---
+_HKU_PASSAGE = re.compile(r"---Input Text---\n```\n(.*?)\n```\n\n---Output---", re.S)
+_HKU_GLEAN = "Based on the last extraction task"
+_HKU_SUMMARY = "Description List:"
+_HKU_QUERY = re.compile(r"User Query:(.*?)(?:\n\n---Output---|\Z)", re.S)
 
 
 def capitalised_phrases(text: str) -> list[str]:
@@ -100,6 +110,10 @@ def extraction_answer(passage: str) -> str:
     return "\n".join([*lines, COMPLETE])
 
 
+def _contents(messages: list[dict[str, Any]]) -> list[str]:
+    return [str(m.get("content") or "") for m in messages]
+
+
 def _last_user(messages: list[dict[str, Any]]) -> str:
     for message in reversed(messages):
         if message.get("role") == "user":
@@ -107,39 +121,71 @@ def _last_user(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
+def classify_system(messages: list[dict[str, Any]]) -> tuple[str, str]:
+    """(system, kind): system "hku" for lightrag-hku's prompts, else "ray"; kind one of KINDS."""
+    contents = _contents(messages)
+    last_user = _last_user(messages)
+    if _HKU_GLEAN in last_user and "---Task---" in last_user:
+        return "hku", "glean"
+    if _HKU_PASSAGE.search(last_user):
+        return "hku", "extract"
+    if _HKU_SUMMARY in last_user and any("---Task---" in c for c in contents):
+        return "hku", "summary"
+    if "User Query:" in last_user and "high_level_keywords" in last_user:
+        return "hku", "keywords"
+    if any("---Role---" in c for c in contents):
+        return "hku", "answer"
+    if any(KEYWORDS_HEADING in c for c in contents):
+        return "ray", "keywords"
+    if GLEAN_HEADING in last_user:
+        return "ray", "glean"
+    if any(SUMMARY_HEADING in c for c in contents):
+        return "ray", "summary"
+    system = any(m.get("role") == "system" and EXTRACT_HEADING in str(m.get("content")) for m in messages)
+    return "ray", "extract" if system and _PASSAGE.search(last_user) else "answer"
+
+
 def classify(messages: list[dict[str, Any]]) -> str:
     """The kind of request: extract, glean, summary, keywords or answer."""
-    contents = [str(m.get("content") or "") for m in messages]
-    last_user = _last_user(messages)
-    if any(KEYWORDS_HEADING in c for c in contents):
-        return "keywords"
-    if GLEAN_HEADING in last_user:
-        return "glean"
-    if any(SUMMARY_HEADING in c for c in contents):
-        return "summary"
-    system = any(m.get("role") == "system" and EXTRACT_HEADING in str(m.get("content")) for m in messages)
-    if system and _PASSAGE.search(last_user):
-        return "extract"
-    return "answer"
+    return classify_system(messages)[1]
 
 
-def answer_for(kind: str, messages: list[dict[str, Any]]) -> str:
-    """The deterministic answer to a request of ``kind``."""
+def _descriptions(last_user: str, system: str) -> list[str]:
+    """The descriptions a summary request lists: ``- `` lines (ray) or JSON lines (hku)."""
+    if system == "ray":
+        return [line[2:].strip() for line in last_user.splitlines() if line.startswith("- ")]
+    found = []
+    for line in (line.strip() for line in last_user.split(_HKU_SUMMARY, 1)[-1].splitlines()):
+        if line.startswith("{"):
+            try:
+                found.append(str(json.loads(line).get("Description", "")))
+            except ValueError:
+                found.append(line)
+    return found
+
+
+def _question(last_user: str, system: str) -> str:
+    """The question of a keyword request."""
+    if system == "ray":
+        return last_user.rsplit("Question:", 1)[-1]
+    match = _HKU_QUERY.search(last_user)
+    return match.group(1).strip() if match else last_user
+
+
+def answer_for(kind: str, messages: list[dict[str, Any]], system: str = "ray") -> str:
+    """The deterministic answer to a request of ``kind`` in ``system``'s prompt format."""
     last_user = _last_user(messages)
     if kind == "extract":
-        match = _PASSAGE.search(last_user)
+        match = (_PASSAGE if system == "ray" else _HKU_PASSAGE).search(last_user)
         return extraction_answer(match.group(1) if match else "")
     if kind == "glean":
         return COMPLETE
     if kind == "summary":
-        fragments = [line[2:].strip() for line in last_user.splitlines() if line.startswith("- ")]
+        fragments = _descriptions(last_user, system)
         return f"Summary of {len(fragments)} descriptions: " + " ".join(fragments)[:150]
     if kind == "keywords":
-        question = last_user.rsplit("Question:", 1)[-1]
-        words: list[str] = []
-        for word in re.findall(r"\b[a-z]+\b", question):
-            if word not in words:
-                words.append(word)
+        question = _question(last_user, system)
+        words = list(dict.fromkeys(re.findall(r"\b[a-z]+\b", question)))
         high = sorted(words, key=len, reverse=True)[:3]
         return json.dumps({"high_level_keywords": high, "low_level_keywords": capitalised_phrases(question)})
     return f"{ANSWER_PREFIX} {last_user[:200]}"
@@ -241,12 +287,9 @@ class _Handler(BaseHTTPRequestHandler):
                 llm.clear_rules()
                 for rule in rules:
                     llm.add_rule(**rule)
-                self._json(200, {"rules": len(body or [])})
+                self._json(200, {"rules": len(rules)})
             elif path == "/admin/config":
-                for key in ("latency_s", "timeout_sleep_s"):
-                    if key in (body or {}):
-                        setattr(llm, key, float(body[key]))
-                self._json(200, {"latency_s": llm.latency_s, "timeout_sleep_s": llm.timeout_sleep_s})
+                self._json(200, llm.configure(dict(body or {})))
             elif path == "/admin/reset":
                 llm.reset()
                 self._json(200, {"reset": True})
@@ -262,34 +305,38 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(messages, list) or not messages:
             self._json(400, {"error": {"message": "'messages' must be a non-empty list"}})
             return
-        kind = classify(messages)
+        system, kind = classify_system(messages)
         action = llm._record(kind, messages)
-        llm._enter()
+        text = None
+        if action == "malformed":
+            text = MALFORMED_TEXT
+        elif action not in ("429", "500", "empty"):
+            text = answer_for(kind, messages, system)
+        prompt_words = sum(len(c.split()) for c in _contents(messages))
+        completion_words = len(text.split()) if text is not None else 0
+        llm._enter(system, kind, prompt_words, completion_words)
         try:
-            if llm.latency_s > 0:
-                time.sleep(llm.latency_s)
+            delay = llm.delay(kind, completion_words)
+            if delay > 0:
+                time.sleep(delay)
             if action == "429":
                 self._json(429, {"error": {"message": "rate limited (scripted)"}}, {"Retry-After": "0"})
-                return
-            if action == "500":
+            elif action == "500":
                 self._json(500, {"error": {"message": "internal error (scripted)"}})
-                return
-            if action == "timeout":
-                time.sleep(llm.timeout_sleep_s)
-            text = MALFORMED_TEXT if action == "malformed" else answer_for(kind, messages)
-            if body.get("stream"):
-                self._sse(llm, None if action == "empty" else text)
             else:
-                choices = [] if action == "empty" else [
+                if action == "timeout":
+                    time.sleep(llm.timeout_sleep_s)
+                if body.get("stream"):
+                    self._sse(llm, text)
+                    return
+                choices = [] if text is None else [
                     {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
                 ]
-                prompt_tokens = sum(len(str(m.get("content") or "").split()) for m in messages)
-                completion_tokens = len(text.split())
                 self._json(200, {
                     "id": f"chatcmpl-scripted-{id(body)}", "object": "chat.completion",
                     "created": int(time.time()), "model": llm.model, "choices": choices,
-                    "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                              "total_tokens": prompt_tokens + completion_tokens},
+                    "usage": {"prompt_tokens": prompt_words, "completion_tokens": completion_words,
+                              "total_tokens": prompt_words + completion_words},
                 })
         finally:
             llm._leave()
@@ -311,12 +358,18 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class ScriptedLLM(BackgroundServer):
-    """An OpenAI-compatible server answering deterministically; ``url`` ends in ``/v1``."""
+    """An OpenAI-compatible server answering deterministically; ``url`` ends in ``/v1``.
+
+    Each request waits ``kind_latency.get(kind, latency_s) + token_latency_s`` per word of
+    the answer; an injected ``timeout`` waits ``timeout_sleep_s`` more."""
 
     handler = _Handler
 
-    def __init__(self, latency_s: float = 0.0, port: int = 0, host: str = "127.0.0.1") -> None:
+    def __init__(self, latency_s: float = 0.0, port: int = 0, host: str = "127.0.0.1", *,
+                 token_latency_s: float = 0.0, kind_latency: dict[str, float] | None = None) -> None:
         self.latency_s = latency_s
+        self.token_latency_s = token_latency_s
+        self.kind_latency: dict[str, float] = dict(kind_latency or {})
         self.timeout_sleep_s = 5.0
         self.model = "scripted"
         self.host = host
@@ -325,6 +378,9 @@ class ScriptedLLM(BackgroundServer):
         self.injected = 0
         self.in_flight = 0
         self.max_in_flight = 0
+        self.systems: dict[str, int] = {}
+        self.prompt_words: dict[str, int] = {}
+        self.completion_words: dict[str, int] = {}
         self._rules: list[dict[str, Any]] = []
         self._lock = threading.Lock()
 
@@ -336,16 +392,38 @@ class ScriptedLLM(BackgroundServer):
             self._rules.append({"kind": kind, "contains": contains, "action": action, "left": int(times)})
 
     def clear_rules(self) -> None:
+        """Drop every failure rule."""
         with self._lock:
             self._rules.clear()
 
     def reset(self) -> None:
-        """Forget recorded requests, counters and rules."""
+        """Forget recorded requests, counters and rules (the latency settings stay)."""
         with self._lock:
             self.requests.clear()
             self._rules.clear()
             self.injected = 0
+            self.systems.clear()
+            self.prompt_words.clear()
+            self.completion_words.clear()
             self.max_in_flight = self.in_flight
+
+    def configure(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """Set any of latency_s, token_latency_s, kind_latency ({kind: s}), timeout_sleep_s; return config()."""
+        for key in ("latency_s", "token_latency_s", "timeout_sleep_s"):
+            if key in settings:
+                setattr(self, key, float(settings[key]))
+        if "kind_latency" in settings:
+            self.kind_latency = {str(k): float(v) for k, v in dict(settings["kind_latency"]).items()}
+        return self.config()
+
+    def config(self) -> dict[str, Any]:
+        """The latency settings."""
+        return {"latency_s": self.latency_s, "token_latency_s": self.token_latency_s,
+                "kind_latency": dict(self.kind_latency), "timeout_sleep_s": self.timeout_sleep_s}
+
+    def delay(self, kind: str, completion_words: int) -> float:
+        """Seconds a request of ``kind`` with an answer of ``completion_words`` words waits."""
+        return self.kind_latency.get(kind, self.latency_s) + self.token_latency_s * completion_words
 
     def counts(self) -> dict[str, int]:
         """Number of requests seen per kind."""
@@ -356,15 +434,19 @@ class ScriptedLLM(BackgroundServer):
             return result
 
     def snapshot(self) -> dict[str, Any]:
-        """Counts, injected failures and concurrency, as served by ``GET /admin/counts``."""
+        """Counters and latency settings, as served by ``GET /admin/counts``: counts, total,
+        injected, in_flight, max_in_flight, systems ({system: n}), prompt_words and
+        completion_words ({kind: n}), then config()."""
         counts = self.counts()
         with self._lock:
             return {"counts": counts, "total": len(self.requests), "injected": self.injected,
-                    "in_flight": self.in_flight, "max_in_flight": self.max_in_flight}
+                    "in_flight": self.in_flight, "max_in_flight": self.max_in_flight,
+                    "systems": dict(self.systems), "prompt_words": dict(self.prompt_words),
+                    "completion_words": dict(self.completion_words), **self.config()}
 
     def _record(self, kind: str, messages: list[dict[str, Any]]) -> str | None:
         """Record a request; return the injected action for it, if a rule matches."""
-        text = "\n".join(str(m.get("content") or "") for m in messages)
+        text = "\n".join(_contents(messages))
         with self._lock:
             self.requests.append((kind, messages))
             for rule in self._rules:
@@ -374,8 +456,11 @@ class ScriptedLLM(BackgroundServer):
                     return str(rule["action"])
         return None
 
-    def _enter(self) -> None:
+    def _enter(self, system: str, kind: str, prompt_words: int, completion_words: int) -> None:
         with self._lock:
+            self.systems[system] = self.systems.get(system, 0) + 1
+            self.prompt_words[kind] = self.prompt_words.get(kind, 0) + prompt_words
+            self.completion_words[kind] = self.completion_words.get(kind, 0) + completion_words
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
 
@@ -384,15 +469,29 @@ class ScriptedLLM(BackgroundServer):
             self.in_flight -= 1
 
 
+def _kind_latency(items: list[str]) -> dict[str, float]:
+    result = {}
+    for item in items:
+        kind, _, value = item.partition("=")
+        if kind not in KINDS or not value:
+            raise SystemExit(f"--kind-latency wants KIND=SECONDS with KIND in {KINDS}, got {item!r}")
+        result[kind] = float(value)
+    return result
+
+
 def main(argv: list[str] | None = None) -> None:
     """Serve a ScriptedLLM until killed."""
-    parser = argparse.ArgumentParser(description="Scripted OpenAI-compatible LLM server for tests.")
+    parser = argparse.ArgumentParser(description="Simulated OpenAI-compatible LLM server for tests and benchmarks.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--latency", type=float, default=0.0, help="Seconds to wait before each answer.")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds to wait before each answer (0)")
+    parser.add_argument("--token-latency", type=float, default=0.0, help="extra seconds per output word (0)")
+    parser.add_argument("--kind-latency", nargs="*", default=[], metavar="KIND=S",
+                        help="per-kind latency overriding --latency, e.g. keywords=0")
     args = parser.parse_args(argv)
-    llm = ScriptedLLM(latency_s=args.latency, port=args.port, host=args.host).start()
-    print(f"scripted LLM serving on {llm.url}", flush=True)
+    llm = ScriptedLLM(args.latency, args.port, args.host, token_latency_s=args.token_latency,
+                      kind_latency=_kind_latency(args.kind_latency)).start()
+    print(f"scripted LLM serving on {llm.url} (latency {args.latency} s)", flush=True)
     try:
         while True:
             time.sleep(3600)

@@ -10,43 +10,41 @@ from pathlib import Path
 
 import pytest
 
+from tests.bench_helpers import script_env, tiny_corpus
+from tests.scripted_llm import answer_for, classify, classify_system
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import sim_llm  # noqa: E402
-
-from tests.bench_helpers import script_env, tiny_corpus  # noqa: E402
 
 
-
-def test_sim_llm_classifies_both_systems_prompts():
-    from lightrag_ray import prompts
+def test_scripted_llm_classifies_both_systems_prompts():
+    from lightrag_ray.core import prompts
 
     ours = prompts.extraction_messages("Bob Cratchit works for Ebenezer Scrooge.", ["person"], "English")
-    assert sim_llm.classify(ours) == ("ray", "extract")
-    assert sim_llm.classify(prompts.gleaning_messages(ours, "x")) == ("ray", "glean")
+    assert classify_system(ours) == ("ray", "extract") and classify(ours) == "extract"
+    assert classify_system(prompts.gleaning_messages(ours, "x")) == ("ray", "glean")
     # lightrag-hku 1.5.x shapes (lightrag/prompt.py): passage fenced under ---Input Text---
     hku_user = ("---Task---\nExtract entities and relationships\n\n---Input Text---\n```\n"
                 "Bob Cratchit works for Ebenezer Scrooge.\n```\n\n---Output---\n")
     hku = [{"role": "system", "content": "---Role---\nYou are a Knowledge Graph Specialist"},
            {"role": "user", "content": hku_user}]
-    assert sim_llm.classify(hku) == ("hku", "extract")
-    text = sim_llm.answer("hku", "extract", hku)
+    assert classify_system(hku) == ("hku", "extract") and classify(hku) == "extract"
+    text = answer_for("extract", hku, "hku")
     assert "entity<|#|>Bob Cratchit<|#|>" in text and "relation<|#|>Bob Cratchit<|#|>Ebenezer Scrooge<|#|>" in text
     assert text.endswith("<|COMPLETE|>")
     glean = [*hku, {"role": "assistant", "content": text},
              {"role": "user", "content": "---Task---\nBased on the last extraction task, identify missed ones"}]
-    assert sim_llm.classify(glean) == ("hku", "glean")
+    assert classify_system(glean) == ("hku", "glean")
     summary = [{"role": "user", "content": "---Role---\n---Task---\nsynthesize\n---Input---\nEntity Name: X\n\n"
                 "Description List:\n\n```\n{\"Description\": \"a\"}\n{\"Description\": \"b\"}\n```\n"}]
-    assert sim_llm.classify(summary) == ("hku", "summary")
-    assert sim_llm.answer("hku", "summary", summary).startswith("Summary of 2 descriptions")
+    assert classify_system(summary) == ("hku", "summary")
+    assert answer_for("summary", summary, "hku").startswith("Summary of 2 descriptions")
     keywords = [{"role": "user", "content": "---Role---\nhigh_level_keywords\n---Real Data---\n"
                  "User Query: Who employs Bob Cratchit?\n\n---Output---\nOutput:"}]
-    assert sim_llm.classify(keywords) == ("hku", "keywords")
-    assert json.loads(sim_llm.answer("hku", "keywords", keywords))["low_level_keywords"] == ["Bob Cratchit"]
+    assert classify_system(keywords) == ("hku", "keywords")
+    assert json.loads(answer_for("keywords", keywords, "hku"))["low_level_keywords"] == ["Bob Cratchit"]
 
 
+@pytest.mark.integration  # runs the benchmark script in a subprocess
 @pytest.mark.timeout(180)
 def test_bench_index_prints_table_with_positive_counts(tmp_path):
     corpus = tiny_corpus(tmp_path)
