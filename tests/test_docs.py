@@ -25,3 +25,11 @@ def test_every_setting_is_documented():
     text = (DOCS / "configuration.md").read_text(encoding="utf-8")
     missing = [name for name in _setting_names(Settings) if f"`{name}`" not in text]
     assert not missing, f"add these settings to docs/configuration.md: {missing}"
+
+
+def test_architecture_table_names_every_module():
+    text = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    package = DOCS.parent / "lightrag_ray"
+    modules = [p for p in package.rglob("*.py") if p.name != "__init__.py"]
+    missing = [str(p.relative_to(package)) for p in modules if f"`{p.name}`" not in text]
+    assert not missing, f"add these modules to the table in docs/architecture.md: {missing}"
