@@ -86,7 +86,11 @@ class GraphConfig(_Section):
     """Sharded knowledge graph and LightRAG's merge rules."""
 
     num_shards: int = Field(2, gt=0, description="Graph shard actors (fixed per workspace).")
-    num_cpus: float = Field(0.1, gt=0, description="CPUs per shard actor.")
+    replicas: int = Field(1, gt=0, description="Copies of each shard: queries spread over them, every write reaches all.")
+    num_cpus: float = Field(0.1, gt=0, description="CPUs per shard actor (each replica).")
+    read_timeout_s: float = Field(
+        10.0, gt=0, description="How long a query waits for a shard (a restarted one reloads its snapshot) "
+        "before it fails with 'graph unavailable' (HTTP 503).")
     summary_max_fragments: int = Field(8, gt=0, description="Summarise a description made of more fragments.")
     summary_max_tokens: int = Field(1200, gt=0, description="Summarise a description longer than this.")
     summary_target_tokens: int = Field(300, gt=0, description="Length asked of a summary.")

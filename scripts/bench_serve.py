@@ -3,10 +3,13 @@
 Starts a local Ray cluster and the application (no LLM: keywords come from the question,
 so the figures measure the service, not a model) over a workspace holding the bundled
 Christmas Carol (indexed in fast mode on first use), or drives an app already running
-(--url). For each client count it prints requests, throughput and p50/p95/p99 latency.
-The clients run on the same machine, so on 2 cores they compete with the server.
+(--url). For each number of ingress replicas (--replicas) and client count it prints
+requests, throughput and p50/p95/p99 latency; with --during-insert it measures each
+client count again while an insert job (copies of the book, new chunks each time) runs,
+and prints the ratio of the two p50s. The clients run on the same machine, so on 2 cores
+they compete with the server.
 
-    .venv/bin/python scripts/bench_serve.py --clients 1 8 32 --duration 20
+    .venv/bin/python scripts/bench_serve.py --clients 1 8 32 --duration 20 --replicas 1 2 --during-insert
 """
 
 from __future__ import annotations
@@ -46,8 +49,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_app(workspace: Path, corpus: str | None) -> str:
-    """Index ``corpus`` (default: the bundled sample) if needed, start Ray and the app; returns its URL."""
+SETTINGS = {"llm": {"backend": "none"}, "extraction": {"mode": "fast"}}
+
+
+def start_app(workspace: Path, corpus: str | None, replicas: int) -> str:
+    """Index ``corpus`` (default: the bundled sample) if needed, start Ray (once) and the app
+    with ``replicas`` ingress replicas; returns its URL."""
     import ray
     from ray import serve
 
@@ -56,18 +63,52 @@ def start_app(workspace: Path, corpus: str | None) -> str:
     from lightrag_ray.index.pipeline import index_paths
     from lightrag_ray.serve.app import AppArgs, build_app
 
-    ray.init(include_dashboard=False, logging_level=logging.WARNING)
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    settings = {"llm": {"backend": "none"}, "extraction": {"mode": "fast"}}
+    if not ray.is_initialized():
+        ray.init(include_dashboard=False, logging_level=logging.WARNING)
+        ray.data.DataContext.get_current().enable_progress_bars = False
     if not (workspace / "manifest.json").exists():
         source = corpus or str(SAMPLE)
-        report = index_paths([source], load_settings(overrides={**settings, "workspace": str(workspace)}), None)
+        report = index_paths([source], load_settings(overrides={**SETTINGS, "workspace": str(workspace)}), None)
         print(f"indexed {source}: {report.chunks} chunks, {report.entities} entities, "
               f"{report.relations} relations in {report.seconds:.0f} s", file=sys.stderr)
+    serve.shutdown()
     port = _free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config={"log_level": "WARNING"})
-    serve.run(build_app(AppArgs(workspace=str(workspace), settings=settings)), name="lightrag", route_prefix="/")
+    app = build_app(AppArgs(workspace=str(workspace), settings=SETTINGS, ingress_replicas=replicas))
+    serve.run(app, name="lightrag", route_prefix="/")
     return f"http://127.0.0.1:{port}"
+
+
+def insert_text(corpus: str | None, copies: int, tag: str) -> list[str]:
+    """``copies`` variants of the corpus text (default: the bundled book), each line marked
+    with ``tag`` and its copy number so every chunk is new to the workspace."""
+    from lightrag_ray.cli.demo import SAMPLE
+
+    text = Path(corpus or SAMPLE).read_text(encoding="utf-8")
+    return ["\n".join(f"{line} [{tag}.{n}]" if line.strip() else line for line in text.splitlines())
+            for n in range(copies)]
+
+
+async def start_insert(url: str, headers: dict[str, str], texts: list[str]) -> str:
+    """Submit the texts as one insert job and wait until it is running; returns its track id."""
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120) as client:
+        response = await client.post("/documents/texts", json={"texts": texts})
+        response.raise_for_status()
+        track = response.json()["track_id"]
+        while (await job_status(client, track)) == "pending":
+            await asyncio.sleep(0.2)
+        return track
+
+
+async def job_status(client: httpx.AsyncClient, track: str) -> str:
+    return (await client.get(f"/documents/track_status/{track}")).json()["job_status"]
+
+
+async def wait_for_job(url: str, headers: dict[str, str], track: str) -> str:
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120) as client:
+        while (status := await job_status(client, track)) in ("pending", "processing"):
+            await asyncio.sleep(1.0)
+        return status
 
 
 async def drive(url: str, clients: int, duration_s: float, mode: str, headers: dict[str, str]) -> dict[str, Any]:
@@ -114,28 +155,60 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32], help="concurrent clients per run")
     parser.add_argument("--duration", type=float, default=20.0, help="seconds per client count")
     parser.add_argument("--mode", default="mix", choices=["mix", "local", "global", "hybrid", "naive"])
-    parser.add_argument("--url", help="drive this running app instead of starting one")
+    parser.add_argument("--replicas", type=int, nargs="+", default=[1], help="ingress replicas per run (1)")
+    parser.add_argument("--during-insert", action="store_true",
+                        help="measure each client count again while an insert job runs")
+    parser.add_argument("--insert-copies", type=int, default=8,
+                        help="copies of the corpus in each insert job (8; enough to outlast the loads)")
+    parser.add_argument("--url", help="drive this running app instead of starting one (one --replicas value)")
     parser.add_argument("--api-key", default=os.environ.get("LIGHTRAG_RAY_API_KEY"), help="key for --url")
     parser.add_argument("--workspace", default=str(Path(tempfile.gettempdir()) / "lightrag_ray_bench_serve"))
     parser.add_argument("--corpus", help="files to index into a new workspace (default: the bundled book)")
     parser.add_argument("--json-out", help="also write the rows as JSON here")
     args = parser.parse_args(argv)
 
-    url = args.url or start_app(Path(args.workspace), args.corpus)
+    if args.url and len(args.replicas) > 1:
+        parser.error("--url drives one running app: give at most one --replicas value")
     headers = {"X-API-Key": args.api_key} if args.api_key else {}
-    asyncio.run(drive(url, 2, 3.0, args.mode, headers))  # warm-up: models loaded, connections open
-    rows = [asyncio.run(drive(url, n, args.duration, args.mode, headers)) for n in args.clients]
+    rows: list[dict[str, Any]] = []
+    for replicas in args.replicas:
+        url = args.url or start_app(Path(args.workspace), args.corpus, replicas)
+        asyncio.run(drive(url, 2, 3.0, args.mode, headers))  # warm-up: models loaded, connections open
+        for n in args.clients:
+            rows.append({"replicas": replicas, "phase": "idle", **asyncio.run(drive(url, n, args.duration, args.mode, headers))})
+        if args.during_insert:
+            texts = insert_text(args.corpus, args.insert_copies, f"r{replicas}-{time.time_ns()}")
+            track = asyncio.run(start_insert(url, headers, texts))
+            for n in args.clients:
+                row = asyncio.run(drive(url, n, args.duration, args.mode, headers))
+                rows.append({"replicas": replicas, "phase": "insert", **row})
+            rows[-1]["insert_still_running"] = asyncio.run(_running(url, headers, track))
+            status = asyncio.run(wait_for_job(url, headers, track))
+            print(f"insert job of {len(texts)} texts ended: {status}", file=sys.stderr)
 
-    lines = ["| clients | requests | errors | throughput (req/s) | p50 ms | p95 ms | p99 ms |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['clients']} | {r['requests']} | {r['errors']} | {r['throughput']} | {r['p50_ms']} | "
-              f"{r['p95_ms']} | {r['p99_ms']} |" for r in rows]
     command = "python scripts/bench_serve.py " + shlex.join(argv if argv is not None else sys.argv[1:])
-    print("\n".join(lines))
+    print(table(rows))
     print(f"\nPOST /query/data, mode {args.mode}, {args.duration:g} s per row; machine: {machine()}")
     print(f"command: {command.strip()}")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({"command": command, "mode": args.mode, "rows": rows}, indent=2))
+
+
+async def _running(url: str, headers: dict[str, str], track: str) -> bool:
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120) as client:
+        return (await job_status(client, track)) == "processing"
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """Markdown rows, with the p50 during the insert over the idle p50 of the same run."""
+    idle = {(r["replicas"], r["clients"]): r["p50_ms"] for r in rows if r["phase"] == "idle"}
+    lines = ["| replicas | phase | clients | requests | errors | throughput (req/s) | p50 ms | p95 ms | p99 ms | p50 / idle |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        ratio = r["p50_ms"] / idle[(r["replicas"], r["clients"])] if r["phase"] == "insert" else 1.0
+        lines.append(f"| {r['replicas']} | {r['phase']} | {r['clients']} | {r['requests']} | {r['errors']} | "
+                     f"{r['throughput']} | {r['p50_ms']} | {r['p95_ms']} | {r['p99_ms']} | {ratio:.2f} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -19,12 +19,13 @@ from typing import Any, Callable  # noqa: E402
 import pytest  # noqa: E402
 
 from lightrag_ray.config import Settings, load_settings  # noqa: E402
+from tests.milvus_standalone import MilvusStandalone  # noqa: E402
 from tests.net_helpers import free_port  # noqa: E402
 from tests.scripted_llm import ScriptedLLM  # noqa: E402
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 # A test that uses one of these (directly or through another fixture) is an integration test.
-INTEGRATION_FIXTURES = {"ray_cluster", "milvus_server"}
+INTEGRATION_FIXTURES = {"ray_cluster", "milvus_server", "milvus_standalone"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -78,6 +79,14 @@ def milvus_server(tmp_path_factory):
     yield f"http://127.0.0.1:{port}"
     server.terminate()
     server.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def milvus_standalone(tmp_path_factory):
+    """URI of a real Milvus server on 127.0.0.1: the 2.3 standalone binary of the PyPI package
+    ``milvus``, on free ports (tests/milvus_standalone.py)."""
+    with MilvusStandalone(tmp_path_factory.mktemp("milvus_standalone")) as server:
+        yield server.uri
 
 
 @pytest.fixture

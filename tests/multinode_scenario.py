@@ -9,7 +9,9 @@ question is answered across the cluster and the graph is exported for comparison
 
 ``scaling``: LLM requests per second with the scripted LLM at a fixed latency, on one node,
 then on three (two workers added to the same cluster); every node has the same CPUs and
-hosts one extraction actor, so the requests in flight grow with the nodes.
+hosts one extraction actor, so the requests in flight grow with the nodes. Then the Serve
+app answers over the three nodes with three ingress replicas, and the nodes that served
+are recorded.
 """
 
 from __future__ import annotations
@@ -124,6 +126,27 @@ def query_across(settings: Settings, question: str) -> dict[str, Any]:
                 "graph": session.graph.export()}
 
 
+def serve_across(settings: Settings, replicas: int, requests: int = 40) -> dict[str, Any]:
+    """Serve the workspace with ``replicas`` ingress replicas; the nodes whose replicas answered
+    ``/health`` and whether a query was answered."""
+    import httpx
+    from ray import serve
+
+    from lightrag_ray.serve.app import AppArgs, build_app
+    from tests.net_helpers import free_port
+
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config={"log_level": "WARNING"})
+    args = AppArgs(settings=settings.model_dump(), ingress_replicas=replicas)
+    serve.run(build_app(args), name="lightrag", route_prefix="/")
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+        served_by = {client.get("/health").json()["served_by"] for _ in range(requests)}
+        query = client.post("/query/data", json={"query": "Who is mentioned?", "mode": "mix"})
+    serve.shutdown()
+    return {"served_by": sorted(served_by), "query_status": query.status_code,
+            "query_chunks": len(query.json()["data"]["chunks"]) if query.status_code == 200 else 0}
+
+
 def node_loss(args: argparse.Namespace) -> dict[str, Any]:
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
     # Two CPUs a worker: after one is lost, the other still fits every actor of the run.
@@ -189,6 +212,8 @@ def scaling(args: argparse.Namespace) -> dict[str, Any]:
                 "chunks": report.chunks, "llm_requests": report.llm_requests,
                 "extraction_nodes": len(placed.get("ExtractChunks", [])),
             }
+        figures["serve"] = serve_across(settings, replicas=3)
+        figures["nodes"] = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
     ray.shutdown()
     cluster.shutdown()
     return {"latency_s": args.latency, "max_concurrency": 4, **figures}

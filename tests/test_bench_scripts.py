@@ -38,7 +38,7 @@ def test_bench_hotpotqa_prints_every_mode_with_scores_in_range(tmp_path):
     assert table["rows"][0]["recall"] > 0  # the gold passages are in the tiny corpus: vector search finds some
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(420)
 def test_bench_serve_prints_latency_rows_for_each_client_count(tmp_path):
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "RAY_ADDRESS": "local"}  # own cluster
     corpus = tmp_path / "small.txt"
@@ -46,13 +46,18 @@ def test_bench_serve_prints_latency_rows_for_each_client_count(tmp_path):
                       "Tiny Tim is the son of Bob Cratchit.", encoding="utf-8")
     out = tmp_path / "rows.json"
     command = [sys.executable, str(ROOT / "scripts" / "bench_serve.py"), "--clients", "1", "4", "--duration", "2",
+               "--replicas", "1", "2", "--during-insert", "--insert-copies", "2",
                "--corpus", str(corpus), "--workspace", str(tmp_path / "ws"), "--json-out", str(out)]
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=280)
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "| clients | requests | errors | throughput (req/s) | p50 ms | p95 ms | p99 ms |" in done.stdout
+    assert ("| replicas | phase | clients | requests | errors | throughput (req/s) | p50 ms | p95 ms | p99 ms "
+            "| p50 / idle |") in done.stdout
     rows = json.loads(out.read_text())["rows"]
-    assert [r["clients"] for r in rows] == [1, 4]
+    assert [(r["replicas"], r["phase"], r["clients"]) for r in rows] == [
+        (replicas, phase, clients) for replicas in (1, 2) for phase in ("idle", "insert") for clients in (1, 4)]
     for row in rows:
         assert row["requests"] > 0 and row["errors"] == 0
         assert 0 < row["p50_ms"] <= row["p95_ms"] <= row["p99_ms"]
-        assert re.search(rf"^\| {row['clients']} \| {row['requests']} \| 0 \|", done.stdout, re.MULTILINE)
+        assert re.search(rf"^\| {row['replicas']} \| {row['phase']} \| {row['clients']} \| {row['requests']} \| 0 \|",
+                         done.stdout, re.MULTILINE)
+    assert done.stderr.count("insert job of 2 texts ended: processed") == 2

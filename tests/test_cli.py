@@ -107,3 +107,18 @@ def test_status_text_output(tmp_path):
     result = run_cli("status", "--workspace", str(tmp_path / "ws"))
     assert result.returncode == 0
     assert "graph_version: 3" in result.stdout and "entities: 5" in result.stdout
+    assert "hint:" not in result.stdout
+
+
+def test_status_hints_at_a_milvus_server_past_what_lite_searches_quickly(tmp_path):
+    from lightrag_ray.cli.status import workspace_status
+    from lightrag_ray.storage.vectors import LITE_COMFORTABLE_VECTORS
+
+    workspace = Workspace(str(tmp_path / "ws"))
+    manifests.save(workspace, manifests.Manifest(entities=LITE_COMFORTABLE_VECTORS + 1, relations=10))
+    lite = workspace_status(workspace.uri, str(tmp_path / "ws" / "milvus.db"))
+    [hint] = lite["hints"]
+    assert f"entities collection holds {LITE_COMFORTABLE_VECTORS + 1:,} vectors" in hint and "vectors.uri" in hint
+    assert workspace_status(workspace.uri, "http://milvus:19530")["hints"] == []
+    result = run_cli("status", "--workspace", workspace.uri)
+    assert result.returncode == 0 and f"hint: {hint}" in result.stdout

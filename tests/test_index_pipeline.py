@@ -7,8 +7,8 @@ import pytest
 from lightrag_ray.core.names import entity_key
 from lightrag_ray.index.pipeline import index_paths
 from lightrag_ray.storage import doc_status
-from lightrag_ray.storage.vectors import MilvusStore
 from lightrag_ray.storage.manifest import WorkspaceMismatchError
+from lightrag_ray.storage.vectors import MilvusStore
 from lightrag_ray.storage.workspace import Workspace
 from tests.graph_helpers import dump_graph, expected_graph, passages_sent
 
@@ -172,6 +172,7 @@ def test_killed_graph_shard_is_restarted_and_the_graph_is_unchanged(
     ray_cluster, llm, make_settings, small_corpus, monkeypatch
 ):
     import ray
+
     from lightrag_ray.storage import graph_router as router_module
 
     chunking = {"chunk_tokens": 40, "overlap_tokens": 5}
@@ -184,7 +185,7 @@ def test_killed_graph_shard_is_restarted_and_the_graph_is_unchanged(
     def apply_then_kill(self, entities, relations):
         original_apply(self, entities, relations)
         if not killed:  # kill shard 0 right after the first merge reached it
-            ray.kill(self.shards[0], no_restart=False)
+            ray.kill(self.shards[0][0], no_restart=False)
             killed.append(True)
 
     monkeypatch.setattr(router_module.GraphRouter, "apply", apply_then_kill)

@@ -13,7 +13,7 @@ from lightrag_ray.core.merge import DESCRIPTION_SEP, ShardGraph, fragments_hash
 from lightrag_ray.core.names import entity_key
 from lightrag_ray.core.records import EntityRecord, RelationRecord
 from lightrag_ray.core.tokenizer import count_tokens
-from lightrag_ray.storage.graph_router import entity_rows, relation_rows
+from lightrag_ray.storage.graph_calls import entity_rows, relation_rows
 from lightrag_ray.storage.graph_snapshot import load_snapshot, save_snapshot
 from lightrag_ray.storage.workspace import Workspace
 

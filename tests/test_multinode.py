@@ -80,7 +80,7 @@ def test_three_nodes_with_a_worker_lost_give_the_single_node_graph(
 
 
 @pytest.mark.timeout(600)
-def test_llm_requests_per_second_grow_with_nodes(milvus_server, corpus, tmp_path):
+def test_llm_requests_per_second_grow_with_nodes_and_ingress_replicas_serve_from_several_nodes(milvus_server, corpus, tmp_path):
     result = _scenario("scaling", "--corpus", str(corpus), "--workspace", str(tmp_path / "scaling"),
                        "--milvus-uri", milvus_server, "--latency", "0.5", timeout=540)
     print("\n[multinode scaling]", json.dumps(result))
@@ -91,3 +91,8 @@ def test_llm_requests_per_second_grow_with_nodes(milvus_server, corpus, tmp_path
     # actor start-up on the new nodes and the last, partly filled rounds keep it under 3x
     # (1.97x measured on 2 cores).
     assert three["per_s"] > 1.5 * one["per_s"], result
+    # Three ingress replicas of the Serve app answered from more than one node, and a query
+    # read the shards and the Milvus server from there.
+    served = result["serve"]
+    assert len(served["served_by"]) >= 2 and set(served["served_by"]) <= set(result["nodes"]), result
+    assert served["query_status"] == 200 and served["query_chunks"] > 0, served

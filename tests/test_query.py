@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from lightrag_ray.config import load_settings
+from lightrag_ray.config import Settings, load_settings
 from lightrag_ray.core.context import ENTITY_HEADER, RELATION_HEADER
 from lightrag_ray.core.names import entity_key
 from lightrag_ray.core.tokenizer import count_tokens
@@ -34,21 +36,26 @@ CORPUS = {
 }
 
 
-@pytest.fixture(scope="module")
-def session(ray_cluster, llm_server, tmp_path_factory):
-    root = tmp_path_factory.mktemp("query")
+def index_corpus(root: Path, llm_url: str, **sections: Any) -> Settings:
+    """Index CORPUS (scripted LLM) into ``root/ws``; returns its settings (``sections`` added)."""
     corpus = root / "corpus"
     corpus.mkdir()
     for name, text in CORPUS.items():
         (corpus / name).write_text(text, encoding="utf-8")
     settings = load_settings(environ={}, overrides={
         "workspace": str(root / "ws"),
-        "llm": {"backend": "openai", "base_url": llm_server.url, "timeout_s": 5},
+        "llm": {"backend": "openai", "base_url": llm_url, "timeout_s": 5},
         "extraction": {"actors": 1, "num_cpus": 0.2},
+        **sections,
     })
     report = index_paths([str(corpus)], settings, progress=None)
     assert report.docs_new == 3 and report.entities > 10
-    with LocalSession(settings) as opened:
+    return settings
+
+
+@pytest.fixture(scope="module")
+def session(ray_cluster, llm_server, tmp_path_factory):
+    with LocalSession(index_corpus(tmp_path_factory.mktemp("query"), llm_server.url)) as opened:
         yield opened
 
 

@@ -160,6 +160,9 @@ def _print(result: dict[str, Any], as_json: bool) -> None:
         if key == "errors":
             for error in value:
                 print(f"error: {error['file_path']}: {error['error']}")
+        elif key == "hints":
+            for hint in value:
+                print(f"hint: {hint}")
         else:
             print(f"{key}: {value}")
 
@@ -240,7 +243,7 @@ def _status(args: argparse.Namespace) -> int:
     from lightrag_ray.cli.status import workspace_status
 
     settings = load_settings(args.config, _overrides(args))
-    _print(workspace_status(settings.workspace), args.json)
+    _print(workspace_status(settings.workspace, settings.milvus_uri()), args.json)
     return 0
 
 

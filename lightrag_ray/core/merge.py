@@ -16,12 +16,14 @@ stored on both endpoints' shards; the shard of the smaller key is its owner.
 from __future__ import annotations
 
 import hashlib
+import heapq
 from collections import Counter
 from typing import Any, Iterable, NamedTuple
 
 import networkx as nx
 
 from lightrag_ray.core.ids import entity_id, relation_id, shard_of
+from lightrag_ray.core.ranking import local_relation_order
 
 DESCRIPTION_SEP = "\n"
 
@@ -82,6 +84,9 @@ class ShardGraph:
         self.summaries: dict[str, str] = {}
         self.dirty_nodes: set[str] = set()
         self.dirty_edges: set[tuple[str, str]] = set()
+        # Derived from mentions, kept per item so reads of popular entities stay cheap:
+        # an edge's weight (edge attribute "weight") and display names by key.
+        self._names: dict[str, str] = {}
 
     # ---- writes -------------------------------------------------------------------
     def owns(self, key: str) -> bool:
@@ -105,6 +110,7 @@ class ShardGraph:
         for (key, chunk), mentions in fresh.items():
             self.graph.nodes[key]["mentions"][chunk] = sorted(mentions)
             self.dirty_nodes.add(key)
+            self._names.pop(key, None)
 
         fresh_edges: dict[tuple[str, str, str], list[RelationMention]] = {}
         for row in relations:
@@ -119,8 +125,15 @@ class ShardGraph:
             fresh_edges.setdefault((a, b, row["chunk_id"]), []).append(entry)
         for (a, b, chunk), mentions in fresh_edges.items():
             self.graph.edges[a, b]["mentions"][chunk] = sorted(mentions)
-            self.dirty_edges.add((a, b))
-            self.dirty_nodes.update(k for k in (a, b) if self.owns(k))
+            self._edge_changed(a, b)
+
+    def _edge_changed(self, a: str, b: str) -> None:
+        data = self.graph.edges[a, b]
+        data["weight"] = sum(max(m.weight for m in mentions) for mentions in data["mentions"].values())
+        self.dirty_edges.add((a, b))
+        self.dirty_nodes.update(k for k in (a, b) if self.owns(k))
+        self._names.pop(a, None)
+        self._names.pop(b, None)
 
     def remove_chunks(self, chunk_ids: set[str]) -> None:
         """Drop everything the given chunks said; items left with no mention vanish."""
@@ -129,14 +142,14 @@ class ShardGraph:
             if chunk_ids & data["mentions"].keys():
                 for chunk in chunk_ids & data["mentions"].keys():
                     del data["mentions"][chunk]
-                self.dirty_edges.add((a, b))
-                self.dirty_nodes.update(k for k in (a, b) if self.owns(k))
+                self._edge_changed(a, b)
                 if not data["mentions"]:
                     self.graph.remove_edge(a, b)
         for key, data in list(self.graph.nodes(data=True)):
             for chunk in chunk_ids & data["mentions"].keys():
                 del data["mentions"][chunk]
                 self.dirty_nodes.add(key)
+                self._names.pop(key, None)
             if not data["mentions"] and self.graph.degree(key) == 0:
                 self.graph.remove_node(key)
 
@@ -157,11 +170,13 @@ class ShardGraph:
 
     def display_name(self, key: str) -> str:
         """Most frequent spelling of an entity across its own and its edges' mentions."""
-        names = [m.name for m in _ordered(self.graph.nodes[key]["mentions"])]
-        for a, b, data in self.graph.edges(key, data=True):
-            smaller = min(a, b) == key
-            names += [m.name_a if smaller else m.name_b for m in _ordered(data["mentions"])]
-        return _majority(names)
+        if key not in self._names:
+            names = [m.name for m in _ordered(self.graph.nodes[key]["mentions"])]
+            for a, b, data in self.graph.edges(key, data=True):
+                smaller = min(a, b) == key
+                names += [m.name_a if smaller else m.name_b for m in _ordered(data["mentions"])]
+            self._names[key] = _majority(names)
+        return self._names[key]
 
     def entity(self, key: str) -> dict[str, Any]:
         """The merged view of an entity this shard owns."""
@@ -194,7 +209,7 @@ class ShardGraph:
             "target": _majority([m.name_b for m in mentions]),
             "keywords": _keywords([m.keywords for m in mentions]),
             "description": self._description(self.relation_fragments(a, b)),
-            "weight": sum(max(m.weight for m in data[chunk]) for chunk in data),
+            "weight": self.graph.edges[a, b]["weight"],
             "source_ids": self._sources(data),
             "file_paths": sorted({m.file_path for m in mentions if m.file_path}),
         }
@@ -208,6 +223,30 @@ class ShardGraph:
         keys = sorted(k for k, owned in self.graph.nodes(data="owned") if owned)
         edges = sorted(tuple(sorted(e)) for e in self.graph.edges if self.owns_edge(*e))
         return {"entities": [self.entity(k) for k in keys], "relations": [self.relation(a, b) for a, b in edges]}
+
+    def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> dict[str, list[dict[str, Any]]]:
+        """Merged views of the owned entities ``keys`` and owned relations ``pairs``."""
+        g = self.graph
+        return {
+            "entities": [self.entity(k) for k in keys if k in g and self.owns(k)],
+            "relations": [self.relation(a, b) for a, b in pairs if g.has_edge(a, b) and self.owns_edge(a, b)],
+        }
+
+    def neighborhood(self, keys: list[str], max_relations: int | None = None) -> dict[str, list[dict[str, Any]]]:
+        """The owned entities among ``keys`` (the query's entities, best first) and their
+        incident relations: all of them, or the ``max_relations`` first in
+        ``local_relation_order(keys)``, chosen before any view is built, so an entity with
+        thousands of relations costs about what a rare one costs."""
+        found = [k for k in keys if k in self.graph and self.owns(k)]
+        edges = {(a, b) if a < b else (b, a) for k in found for a, b in self.graph.edges(k)}
+        if max_relations is not None and len(edges) > max_relations:
+            order = local_relation_order(keys)
+            weight = self.graph.edges
+            edges = set(heapq.nsmallest(max_relations, edges, key=lambda e: order(e[0], e[1], weight[e]["weight"])))
+        return {
+            "entities": [self.entity(k) for k in found],
+            "relations": [self.relation(a, b) for a, b in sorted(edges)],
+        }
 
     def counts(self) -> dict[str, int]:
         """Owned entities and owned relations."""

@@ -18,16 +18,28 @@ def interleave(*lists: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any
     return list(merged.values())
 
 
-def rank_local_relations(relations: list[dict[str, Any]], entity_keys: list[str]) -> list[dict[str, Any]]:
-    """One-hop relations: those joining two retrieved entities first, then by weight."""
+LocalOrder = Callable[[str, str, float], tuple]
+
+
+def local_relation_order(entity_keys: list[str]) -> LocalOrder:
+    """Sort key of a one-hop relation (endpoint keys a < b, weight) for a query whose
+    retrieved entities are ``entity_keys`` (best first): relations joining two retrieved
+    entities first, then by their best-ranked endpoint, then by weight. Shards rank their
+    incident relations with it before building views, so only the best travel."""
     rank = {key: i for i, key in enumerate(entity_keys)}
     far = len(entity_keys)
 
-    def score(rel: dict[str, Any]) -> tuple:
-        ends = [rank.get(rel["source_key"], far), rank.get(rel["target_key"], far)]
-        return (-sum(1 for e in ends if e < far), min(ends), -rel["weight"], rel["id"])
+    def order(a: str, b: str, weight: float) -> tuple:
+        ends = (rank.get(a, far), rank.get(b, far))
+        return (-((ends[0] < far) + (ends[1] < far)), min(ends), -weight, a, b)
 
-    return sorted(relations, key=score)
+    return order
+
+
+def rank_local_relations(relations: list[dict[str, Any]], entity_keys: list[str]) -> list[dict[str, Any]]:
+    """One-hop relations in ``local_relation_order``."""
+    order = local_relation_order(entity_keys)
+    return sorted(relations, key=lambda rel: order(rel["source_key"], rel["target_key"], rel["weight"]))
 
 
 def graph_chunk_ranking(entities: list[dict[str, Any]], relations: list[dict[str, Any]]) -> list[str]:

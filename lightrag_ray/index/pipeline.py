@@ -31,10 +31,9 @@ from lightrag_ray.ray_runtime import actor_pool, ensure_ray
 from lightrag_ray.storage import doc_status, extraction_cache
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph_router import GraphRouter
+from lightrag_ray.storage.vector_owner import ActorVectorWriter, VectorStoreActor
 from lightrag_ray.storage.vectors import (
-    ActorVectorWriter,
     MilvusStore,
-    VectorStoreActor,
     VectorWriter,
     chunk_vector_item,
     delete_graph_vectors,
@@ -311,7 +310,7 @@ class IndexRun:
             self.report.entities, self.report.relations = self.manifest.entities, self.manifest.relations
             self.report.seconds = round(time.monotonic() - started, 2)
             return self.report
-        router = self.router or GraphRouter(self.settings.workspace, self.settings.graph)
+        router = self.router or GraphRouter(self.settings.workspace, self.settings.graph, self.settings.ray.namespace)
         pool = EmbeddingPool(self.settings.embedding)  # loads the model while the next stages run
         try:
             chunks = self._chunk(docs, todo)

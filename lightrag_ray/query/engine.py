@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from lightrag_ray.config import Settings
@@ -22,8 +23,8 @@ from lightrag_ray.core.context import Budgets, QueryContext, build_context
 from lightrag_ray.core.keywords import Keywords, keywords_without_llm, parse_keywords
 from lightrag_ray.core.ranking import fuse, graph_chunk_ranking, interleave, rank_local_relations
 from lightrag_ray.core.tokenizer import count_tokens
-from lightrag_ray.models.embedding import Embedder
 from lightrag_ray.models.llm import LLMClient
+from lightrag_ray.query.stores import GraphLookup, TextEmbedder, VectorIndex
 
 Mode = Literal["naive", "local", "global", "hybrid", "mix", "bypass"]
 CHUNK_FIELDS = ["id", "text", "file_path", "doc_id", "order"]
@@ -46,16 +47,6 @@ class QueryParam(BaseModel):
     response_type: str = Field("", description="Answer style, e.g. 'bullet points'.")
 
 
-class VectorSearch(Protocol):
-    def search(self, kind: str, vectors: Any, top_k: int, filter: str = "", output_fields: list[str] | None = None) -> list[list[dict[str, Any]]]: ...
-    def get(self, kind: str, ids: list[str], output_fields: list[str] | None = None) -> list[dict[str, Any]]: ...
-
-
-class GraphLookup(Protocol):
-    def neighborhood(self, keys: list[str]) -> dict[str, list[dict[str, Any]]]: ...
-    def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> dict[str, list[dict[str, Any]]]: ...
-
-
 @dataclass
 class QueryResult:
     """An answer with the context and keywords it came from."""
@@ -71,10 +62,11 @@ class QueryResult:
 
 
 class QueryEngine:
-    """Answers questions from a workspace's vectors and graph."""
+    """Answers questions from a workspace's vectors and graph (the stores' protocols are
+    in query.stores; every read is awaited, none blocks the event loop)."""
 
     def __init__(
-        self, settings: Settings, embedder: Embedder, vectors: VectorSearch, graph: GraphLookup,
+        self, settings: Settings, embedder: TextEmbedder, vectors: VectorIndex, graph: GraphLookup,
         llm: LLMClient | None = None,
     ) -> None:
         self.settings = settings
@@ -97,7 +89,7 @@ class QueryEngine:
     # ---- retrieval ------------------------------------------------------------------
     async def _search(self, kind: str, vector: Any, top_k: int) -> list[dict[str, Any]]:
         fields = ["id", "key"] if kind == "entities" else ["id", "source_key", "target_key"] if kind == "relations" else ["id"]
-        hits = await asyncio.to_thread(self.vectors.search, kind, [vector], top_k, "", fields)
+        hits = await self.vectors.search(kind, np.asarray([vector], dtype=np.float32), top_k, fields)
         return hits[0]
 
     async def _graph_items(self, mode: str, ll_vector: Any, hl_vector: Any, top_k: int) -> tuple[list, list]:
@@ -113,20 +105,20 @@ class QueryEngine:
         entity_hits, relation_hits = searches
         if entity_hits:
             keys = [hit["key"] for hit in entity_hits]
-            found = await asyncio.to_thread(self.graph.neighborhood, keys)
+            found = await self.graph.neighborhood(keys, top_k)  # shards cut to top_k before building views
             by_key = {e["key"]: e for e in found["entities"]}
             local_e = [by_key[k] for k in keys if k in by_key]
             local_r = rank_local_relations(found["relations"], keys)[:top_k]
         if relation_hits:
             pairs = [(hit["source_key"], hit["target_key"]) for hit in relation_hits]
             ends = [key for pair in pairs for key in pair]
-            found = await asyncio.to_thread(self.graph.fetch, ends, pairs)
+            found = await self.graph.fetch(ends, pairs)
             global_r = found["relations"]
             global_e = found["entities"][:top_k]
         return interleave(local_e, global_e), interleave(local_r, global_r)
 
     async def _chunks(self, ids: list[str]) -> list[dict[str, Any]]:
-        rows = await asyncio.to_thread(self.vectors.get, "chunks", ids, CHUNK_FIELDS)
+        rows = await self.vectors.get("chunks", ids, CHUNK_FIELDS)
         by_id = {row["id"]: {**row, "chunk_id": row["id"]} for row in rows}
         return [by_id[i] for i in ids if i in by_id]
 
@@ -139,7 +131,7 @@ class QueryEngine:
         if param.mode != "naive":
             keywords, calls = await self.keywords(question, param)
         texts = [question, ", ".join(keywords.low) or question, ", ".join(keywords.high) or question]
-        q_vec, ll_vec, hl_vec = await asyncio.to_thread(self.embedder.embed, texts)
+        q_vec, ll_vec, hl_vec = await self.embedder.embed(texts)
         entities, relations = [], []
         vector_ids: list[str] = []
         tasks = []

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from lightrag_ray.config import Settings
+from lightrag_ray.core.context import QueryContext
 from lightrag_ray.models.embedding import make_embedder
 from lightrag_ray.models.llm import make_llm_client
-from lightrag_ray.query.engine import QueryEngine
+from lightrag_ray.query.engine import QueryEngine, QueryParam, QueryResult
+from lightrag_ray.query.stores import ThreadedEmbedder, ThreadedVectorIndex
 from lightrag_ray.ray_runtime import ensure_ray
 from lightrag_ray.storage import manifest as manifests
+from lightrag_ray.storage.graph_reader import ShardReader
 from lightrag_ray.storage.graph_router import GraphRouter
 from lightrag_ray.storage.vectors import MilvusStore
 from lightrag_ray.storage.workspace import Workspace
@@ -26,9 +31,22 @@ class LocalSession:
         manifests.check_embedding_dim(manifest, self.embedder.dim, settings.embedding.model)
         vec = settings.vectors
         self.vectors = MilvusStore(settings.milvus_uri(), self.embedder.dim, vec.collection_prefix, vec.token, vec.db_name)
-        self.graph = GraphRouter(settings.workspace, settings.graph.model_copy(update={"num_shards": manifest.num_shards}))
+        graph = settings.graph.model_copy(update={"num_shards": manifest.num_shards})
+        self.graph = GraphRouter(settings.workspace, graph, settings.ray.namespace)  # owns the shard actors
+        reader = ShardReader(settings.workspace, graph.num_shards, graph.replicas, settings.ray.namespace,
+                             graph.read_timeout_s)
         self.llm = make_llm_client(settings.llm) if settings.llm.backend != "none" else None
-        self.engine = QueryEngine(settings, self.embedder, self.vectors, self.graph, self.llm)
+        self.engine = QueryEngine(settings, ThreadedEmbedder(self.embedder), ThreadedVectorIndex(self.vectors),
+                                  reader, self.llm)
+
+    def retrieve(self, question: str, param: QueryParam | None = None) -> QueryContext:
+        """The context for ``question`` (no generation), from synchronous code."""
+        context, _, _ = asyncio.run(self.engine.retrieve(question, param or QueryParam()))
+        return context
+
+    def query(self, question: str, param: QueryParam | None = None) -> QueryResult:
+        """Retrieve and generate an answer, from synchronous code."""
+        return asyncio.run(self.engine.query(question, param))
 
     def __enter__(self) -> "LocalSession":
         return self

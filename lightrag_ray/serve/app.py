@@ -1,12 +1,14 @@
 """The Ray Serve application: LightRAG Server's REST routes plus an OpenAI-compatible chat API.
 
 ``build_app`` is the typed builder that ``serve_config.yaml`` (and ``lightrag-ray serve``)
-points at. The FastAPI ingress runs the QueryEngine (autoscaled) and reaches the
-embedder, the LLM and the workspace owner through deployment handles.
+points at. The FastAPI ingress runs the QueryEngine (autoscaled): it reads the graph
+shards and a Milvus server directly, and reaches the embedder, the LLM, the workspace
+owner (writes; vector lookups of a Milvus Lite file) through awaited deployment handles.
 """
 
 # No `from __future__ import annotations`: FastAPI must see the real types of the route
 # parameters, and Serve's ingress wrapper hides this module's globals from it.
+import asyncio
 import json
 import os
 import time
@@ -15,6 +17,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import ray
 from fastapi import FastAPI, File, HTTPException, Query, UploadFile
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,6 +27,7 @@ from ray.serve import Application
 from lightrag_ray.config import Settings, load_settings
 from lightrag_ray.models.llm import LLMError
 from lightrag_ray.query.engine import QueryEngine
+from lightrag_ray.query.stores import ThreadedVectorIndex, VectorIndex
 from lightrag_ray.serve.api_models import (
     CHAT_MODEL_PREFIX,
     MODES,
@@ -39,12 +43,15 @@ from lightrag_ray.serve.deployments import (
     EmbedderDeployment,
     HandleEmbedder,
     HandleLLM,
-    HandleWorkspace,
+    HandleVectorIndex,
     LLMDeployment,
     WorkspaceDeployment,
-    widen_thread_pool,
 )
 from lightrag_ray.serve.http_guard import RequestGuard
+from lightrag_ray.storage import manifest as manifests
+from lightrag_ray.storage.graph_reader import GraphUnavailableError, ShardReader
+from lightrag_ray.storage.vectors import MilvusStore, is_server_uri
+from lightrag_ray.storage.workspace import Workspace
 
 API_KEY_ENV = "LIGHTRAG_RAY_API_KEY"
 _GUARD = {"api_key": None, "max_body_bytes": 50 * 1024 * 1024}
@@ -64,6 +71,12 @@ def cause_message(exc: BaseException) -> str:
 @api.exception_handler(LLMError)
 async def _llm_failed(_request: Any, exc: LLMError) -> JSONResponse:
     return JSONResponse({"detail": f"the LLM failed: {cause_message(exc)}"}, status_code=502)
+
+
+@api.exception_handler(GraphUnavailableError)
+async def _graph_unavailable(_request: Any, exc: GraphUnavailableError) -> JSONResponse:
+    return JSONResponse({"detail": f"the knowledge graph is unavailable: {exc}"}, status_code=503,
+                        headers={"Retry-After": "1"})
 
 
 def _insert_response(job: dict[str, Any]) -> InsertResponse:
@@ -93,15 +106,31 @@ class Ingress:
         _GUARD.update(api_key=api_key, max_body_bytes=max_body_bytes)
         self.settings = Settings.model_validate(settings)
         self.workspace = workspace
+        self.embedder = embedder
         self.llm = HandleLLM(llm) if self.settings.llm.backend != "none" else None
-        lookups = HandleWorkspace(workspace)
-        self.engine = QueryEngine(self.settings, HandleEmbedder(embedder), lookups, lookups, self.llm)
-        self.pool_ready = False
+        self.query_engine: QueryEngine | None = None
+        self.opening = asyncio.Lock()
+        self.node_id = ray.get_runtime_context().get_node_id()
 
-    def _threads(self) -> None:
-        if not self.pool_ready:
-            widen_thread_pool()
-            self.pool_ready = True
+    async def _engine(self) -> QueryEngine:
+        """The query engine, opened on first use: graph reads go straight to the shard
+        actors, vector reads to a Milvus server, or to the owner of a Milvus Lite file."""
+        async with self.opening:
+            if self.query_engine is None:
+                settings = self.settings
+                manifest = await asyncio.to_thread(manifests.load, Workspace(settings.workspace))
+                graph = settings.graph
+                reader = ShardReader(settings.workspace, manifest.num_shards or graph.num_shards, graph.replicas,
+                                     settings.ray.namespace, graph.read_timeout_s)
+                vectors: VectorIndex = HandleVectorIndex(self.workspace)
+                if is_server_uri(settings.milvus_uri()):
+                    dim = manifest.embedding_dim or await self.embedder.dimension.remote()
+                    vec = settings.vectors
+                    store = await asyncio.to_thread(MilvusStore, settings.milvus_uri(), dim, vec.collection_prefix,
+                                                    vec.token, vec.db_name)
+                    vectors = ThreadedVectorIndex(store)
+                self.query_engine = QueryEngine(settings, HandleEmbedder(self.embedder), vectors, reader, self.llm)
+        return self.query_engine
 
     def _need_llm(self) -> None:
         if self.llm is None:
@@ -112,29 +141,29 @@ class Ingress:
     @api.post("/query")
     async def query(self, request: QueryRequest) -> dict[str, Any]:
         """Answer a question (or, with only_need_context, return the context text)."""
-        self._threads()
         param = request.param()
-        context, _, _ = await self.engine.retrieve(request.query, param)
+        engine = await self._engine()
+        context, _, _ = await engine.retrieve(request.query, param)
         refs = references(context.references) if request.include_references else None
         if request.only_need_context:
             return {"response": context.text, "references": refs}
         self._need_llm()
-        result = await self.llm.complete(self.engine.answer_messages(request.query, context, param))
+        result = await self.llm.complete(engine.answer_messages(request.query, context, param))
         return {"response": result, "references": refs}
 
     @api.post("/query/stream")
     async def query_stream(self, request: QueryRequest) -> StreamingResponse:
         """The answer as newline-delimited JSON: references first, then response pieces."""
-        self._threads()
         self._need_llm()
         param = request.param()
-        context, _, _ = await self.engine.retrieve(request.query, param)
+        engine = await self._engine()
+        context, _, _ = await engine.retrieve(request.query, param)
 
         async def lines() -> AsyncIterator[str]:
             if request.include_references:
                 yield json.dumps({"references": references(context.references)}) + "\n"
             try:
-                async for piece in self.engine.generate_stream(request.query, context, param):
+                async for piece in engine.generate_stream(request.query, context, param):
                     yield json.dumps({"response": piece}) + "\n"
             except LLMError as exc:
                 yield json.dumps({"error": f"the LLM failed: {cause_message(exc)}"}) + "\n"
@@ -144,9 +173,9 @@ class Ingress:
     @api.post("/query/data")
     async def query_data(self, request: QueryRequest) -> dict[str, Any]:
         """Retrieval only: entities, relationships, chunks and references, no generation."""
-        self._threads()
         started = time.perf_counter()
-        context, keywords, calls = await self.engine.retrieve(request.query, request.param())
+        engine = await self._engine()
+        context, keywords, calls = await engine.retrieve(request.query, request.param())
         return {
             "status": "success",
             "message": "context retrieved",
@@ -240,7 +269,6 @@ class Ingress:
     @api.post("/v1/chat/completions", response_model=None)
     async def chat(self, request: ChatCompletionRequest) -> dict[str, Any] | StreamingResponse:
         """Answer the last user message from the knowledge graph; the model name picks the mode."""
-        self._threads()
         self._need_llm()
         mode = request.mode()
         if mode is None:
@@ -251,11 +279,12 @@ class Ingress:
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
         param = QueryRequest(query=question, mode=mode).param().model_copy(update={"history": history})
-        context, _, _ = await self.engine.retrieve(question, param)
+        engine = await self._engine()
+        context, _, _ = await engine.retrieve(question, param)
         ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         base = {"id": ident, "created": created, "model": request.model}
         if not request.stream:
-            answer = await self.llm.complete(self.engine.answer_messages(question, context, param))
+            answer = await self.llm.complete(engine.answer_messages(question, context, param))
             return {**base, "object": "chat.completion", "choices": [
                 {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}
@@ -264,7 +293,7 @@ class Ingress:
             chunk = {**base, "object": "chat.completion.chunk"}
             yield _sse({**chunk, "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]})
             try:
-                async for piece in self.engine.generate_stream(question, context, param):
+                async for piece in engine.generate_stream(question, context, param):
                     yield _sse({**chunk, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
             except LLMError as exc:
                 yield _sse({"error": {"message": f"the LLM failed: {cause_message(exc)}", "type": "upstream_error"}})
@@ -275,8 +304,9 @@ class Ingress:
 
     @api.get("/health")
     async def health(self) -> dict[str, Any]:
-        """Status, graph version, counts and models (no API key needed)."""
-        return await self.workspace.health.remote()
+        """Status, graph version, counts and models (no API key needed), and the node of
+        the ingress replica that answered."""
+        return {**await self.workspace.health.remote(), "served_by": self.node_id}
 
 
 class AppArgs(BaseModel):
@@ -292,6 +322,9 @@ class AppArgs(BaseModel):
     max_body_mb: float = Field(50.0, gt=0, description="Largest request body accepted (413 above).")
     embed_max_batch_size: int = Field(64, gt=0, description="Texts embedded together by the embedder deployment.")
     embed_batch_wait_s: float = Field(0.01, ge=0, description="How long a batch waits to fill.")
+    ingress_replicas: int | None = Field(
+        None, gt=0, description="A fixed number of ingress replicas instead of autoscaling (serve_config.yaml's "
+        "deployments section can set the same).")
 
 
 def app_settings(args: AppArgs) -> Settings:
@@ -316,4 +349,7 @@ def build_app(args: AppArgs) -> Application:
     llm = LLMDeployment.bind(settings.llm.model_dump())
     workspace = WorkspaceDeployment.bind(dumped, embedder)
     api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
-    return Ingress.bind(dumped, embedder, llm, workspace, api_key, int(args.max_body_mb * 1024 * 1024))
+    ingress = Ingress
+    if args.ingress_replicas is not None:
+        ingress = Ingress.options(num_replicas=args.ingress_replicas, autoscaling_config=None)
+    return ingress.bind(dumped, embedder, llm, workspace, api_key, int(args.max_body_mb * 1024 * 1024))

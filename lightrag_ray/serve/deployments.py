@@ -1,15 +1,17 @@
-"""The back-end Serve deployments: embedder (request batching), LLM and workspace owner.
+"""The back-end Serve deployments: embedder (request batching), LLM and workspace owner,
+and the adapters through which the ingress's QueryEngine awaits them.
 
-The FastAPI ingress (``serve_app``) runs the QueryEngine and reaches these through
-deployment handles. Resources are fractional so the whole app fits on 2 cores; the
-options here are defaults that ``serve_config.yaml`` may override.
+The FastAPI ingress (``serve.app``) runs the QueryEngine. It reads the graph shards (and a
+Milvus server) directly; it reaches the embedder, the LLM and, for a Milvus Lite file
+(one process only), the owner's vector lookups through deployment handles, awaited on its
+event loop. Resources are fractional so the whole app fits on 2 cores; the options here
+are defaults that ``serve_config.yaml`` may override.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -19,20 +21,22 @@ from lightrag_ray.config import EmbeddingConfig, LLMConfig, Settings
 from lightrag_ray.models.embedding import make_embedder
 from lightrag_ray.models.llm import LLMClient, LLMError, Messages, make_llm_client
 
-# Handle calls made from worker threads block one thread each; the default pool (cores + 4)
-# would cap concurrent queries far below what the ingress accepts.
-HANDLE_THREADS = 64
-
-
-def widen_thread_pool() -> None:
-    """Give this replica's event loop a thread pool sized for blocking handle calls."""
-    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(HANDLE_THREADS, "lightrag-serve"))
-
 
 class HandleEmbedder:
-    """The Embedder protocol over the Embedder deployment (blocking; call from a thread)."""
+    """TextEmbedder (query.stores) over the Embedder deployment, awaited."""
 
-    def __init__(self, handle: Any, dim: int = 0) -> None:
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(await self.handle.embed.remote(list(texts)))
+
+
+class BlockingHandleEmbedder:
+    """The blocking Embedder protocol over the Embedder deployment, for the owner's
+    write path (deletes re-embed what they changed, in a worker thread)."""
+
+    def __init__(self, handle: Any, dim: int) -> None:
         self.handle = handle
         self.dim = dim
 
@@ -107,31 +111,28 @@ class LLMDeployment:
             yield piece
 
 
-class HandleWorkspace:
-    """Vector and graph lookups (the QueryEngine's protocols) over the Workspace deployment."""
+class HandleVectorIndex:
+    """VectorIndex (query.stores) over the Workspace deployment: the way to a Milvus Lite
+    file, which only its owner's process may open."""
 
     def __init__(self, handle: Any) -> None:
         self.handle = handle
 
-    def search(self, kind: str, vectors: Any, top_k: int, filter: str = "", output_fields: list[str] | None = None):
-        return self.handle.search.remote(kind, np.asarray(vectors), top_k, filter, output_fields).result()
+    async def search(self, kind: str, vectors: np.ndarray, top_k: int, output_fields: list[str]) -> list[list[dict[str, Any]]]:
+        return await self.handle.search.remote(kind, vectors, top_k, output_fields)
 
-    def get(self, kind: str, ids: list[str], output_fields: list[str] | None = None) -> list[dict[str, Any]]:
-        return self.handle.get.remote(kind, ids, output_fields).result()
-
-    def neighborhood(self, keys: list[str]) -> dict[str, list[dict[str, Any]]]:
-        return self.handle.neighborhood.remote(keys).result()
-
-    def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> dict[str, list[dict[str, Any]]]:
-        return self.handle.fetch.remote(keys, pairs).result()
+    async def get(self, kind: str, ids: list[str], output_fields: list[str]) -> list[dict[str, Any]]:
+        return await self.handle.get.remote(kind, ids, output_fields)
 
 
 @serve.deployment(ray_actor_options={"num_cpus": 0.1}, max_ongoing_requests=512, health_check_timeout_s=120)
 class WorkspaceDeployment:
-    """The single owner of the workspace's Milvus (Lite) store and graph shards.
+    """The single writer of the workspace: it owns the graph shard actors (detached, so
+    they outlive a crash of this replica and keep serving reads) and, with Milvus Lite, the
+    Milvus file, whose vector lookups it answers.
 
     Exactly one replica: a Milvus Lite file admits one process and the graph one writer.
-    Insert jobs run one after another in the background; queries keep being answered.
+    Insert jobs run one after another in the background; queries never wait for them.
     """
 
     def __init__(self, settings: dict[str, Any], embedder: Any) -> None:
@@ -148,9 +149,8 @@ class WorkspaceDeployment:
 
         async with self.ready:
             if self.service is None:
-                widen_thread_pool()
                 dim = await self.embedder_handle.dimension.remote()
-                embedder = HandleEmbedder(self.embedder_handle, dim)
+                embedder = BlockingHandleEmbedder(self.embedder_handle, dim)
                 self.service = await asyncio.to_thread(WorkspaceService, self.settings, embedder)
                 for track_id in self.service.unfinished_jobs():  # cut short by a restart: run again
                     self.jobs.put_nowait(track_id)
@@ -166,21 +166,21 @@ class WorkspaceDeployment:
         service = await self._service()
         return await asyncio.to_thread(getattr(service, method), *args)
 
+    def __del__(self) -> None:
+        """Serve's graceful shutdown of this replica: stop the (detached) shard actors and
+        release Milvus. A crashed replica never gets here, so its shards keep serving."""
+        if self.service is not None:
+            self.service.close()
+
     async def check_health(self) -> None:
         """Serve's periodic probe; also opens the workspace right after start."""
         await self._service()
 
-    async def search(self, kind: str, vectors: Any, top_k: int, filter: str = "", output_fields: list[str] | None = None):
-        return await self._call("search", kind, vectors, top_k, filter, output_fields)
+    async def search(self, kind: str, vectors: Any, top_k: int, output_fields: list[str]):
+        return await self._call("search", kind, vectors, top_k, output_fields)
 
-    async def get(self, kind: str, ids: list[str], output_fields: list[str] | None = None):
+    async def get(self, kind: str, ids: list[str], output_fields: list[str]):
         return await self._call("get", kind, ids, output_fields)
-
-    async def neighborhood(self, keys: list[str]):
-        return await self._call("neighborhood", keys)
-
-    async def fetch(self, keys: list[str], pairs: list[tuple[str, str]]):
-        return await self._call("fetch", keys, pairs)
 
     async def subgraph(self, label: str, max_depth: int, max_nodes: int):
         return await self._call("subgraph", label, max_depth, max_nodes)

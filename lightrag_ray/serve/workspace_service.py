@@ -2,9 +2,9 @@
 
 A Milvus Lite file may be opened by one process only, and the graph shards must see
 one writer, so the Serve app keeps exactly one WorkspaceService (in its Workspace
-deployment). It answers vector and graph lookups for the query replicas, runs insert
-jobs through the same indexing pipeline as the CLI (one at a time, in the background)
-and deletes documents. Insert jobs are recorded under ``tracks/`` in the workspace, so
+deployment). It owns the shard actors (query replicas read them directly), answers the
+vector lookups of a Milvus Lite file, runs insert jobs through the same indexing
+pipeline as the CLI (one at a time, in the background) and deletes documents. Insert jobs are recorded under ``tracks/`` in the workspace, so
 a job cut short by a restart is run again when the service comes back.
 """
 
@@ -60,24 +60,19 @@ class WorkspaceService:
         self.embedder = embedder
         vec = settings.vectors
         self.vectors = MilvusStore(settings.milvus_uri(), embedder.dim, vec.collection_prefix, vec.token, vec.db_name)
-        self.graph = GraphRouter(self.settings.workspace, self.settings.graph)
+        self.graph = GraphRouter(self.settings.workspace, self.settings.graph, self.settings.ray.namespace,
+                                 keep_alive=True)
         self.write_lock = threading.Lock()
         self.jobs: dict[str, dict[str, Any]] = {
             job["track_id"]: job for job in map(json.loads, self._track_files())
         }
 
     # ---- lookups for the query replicas ------------------------------------------------
-    def search(self, kind: str, vectors: Any, top_k: int, filter: str = "", output_fields: list[str] | None = None):
-        return self.vectors.search(kind, vectors, top_k, filter, output_fields)
+    def search(self, kind: str, vectors: Any, top_k: int, output_fields: list[str]) -> list[list[dict[str, Any]]]:
+        return self.vectors.search(kind, vectors, top_k, "", output_fields)
 
-    def get(self, kind: str, ids: list[str], output_fields: list[str] | None = None) -> list[dict[str, Any]]:
+    def get(self, kind: str, ids: list[str], output_fields: list[str]) -> list[dict[str, Any]]:
         return self.vectors.get(kind, ids, output_fields)
-
-    def neighborhood(self, keys: list[str]) -> dict[str, list[dict[str, Any]]]:
-        return self.graph.neighborhood(keys)
-
-    def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> dict[str, list[dict[str, Any]]]:
-        return self.graph.fetch(keys, pairs)
 
     def subgraph(self, label: str, max_depth: int, max_nodes: int) -> dict[str, Any]:
         return subgraph(self.graph, label, max_depth, max_nodes)

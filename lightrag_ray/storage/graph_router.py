@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from typing import Any
@@ -10,120 +9,115 @@ from typing import Any
 import ray
 
 from lightrag_ray.config import GraphConfig
-from lightrag_ray.core.ids import shard_of
-from lightrag_ray.core.names import entity_key
 from lightrag_ray.core.records import EntityRecord, RelationRecord
+from lightrag_ray.storage.graph_calls import (
+    merge_fetch,
+    merge_neighborhood,
+    plan_apply,
+    plan_fetch,
+    plan_neighborhood,
+    shard_actor_name,
+)
 from lightrag_ray.storage.graph_shard import GraphShard
 
 log = logging.getLogger(__name__)
 
 
-def shard_actor_name(workspace_uri: str, shard: int, num_shards: int) -> str:
-    """Ray actor name of one shard of one workspace."""
-    tag = hashlib.md5(workspace_uri.encode()).hexdigest()[:10]
-    return f"graph-{tag}-{shard:04d}-of-{num_shards:04d}"
-
-
-# Rows copy the records' fields with vars(): they are all str or float, so a shallow copy
-# is a full one, and dataclasses.asdict (to_dict) deep-copies at ~7 us a record, which made
-# it a third of the time to merge 100k mentions (scripts/bench_scale.py).
-def entity_rows(records: list[EntityRecord]) -> list[dict[str, Any]]:
-    """Entity records -> shard rows carrying the identity key."""
-    return [{**vars(r), "key": entity_key(r.name)} for r in records]
-
-
-def relation_rows(records: list[RelationRecord]) -> list[dict[str, Any]]:
-    """Relation records -> shard rows carrying both endpoint keys."""
-    return [
-        {**vars(r), "source_key": entity_key(r.source), "target_key": entity_key(r.target)}
-        for r in records
-    ]
-
-
 class GraphRouter:
-    """Driver-side handle on the shard actors of one workspace.
+    """The writer's handle on the shard actors of one workspace.
 
-    It remembers what it sent each shard since the last snapshot; when a shard answers
-    from a new incarnation (Ray restarted it from its snapshot), that log is replayed
-    before the call is repeated, so a killed shard ends in the same state. Every write
-    is idempotent per source chunk, so replays never double-count.
+    Each shard has ``config.replicas`` copies; every write reaches all of them (in the same
+    order), reads need one. The router remembers what it sent each shard since the last
+    snapshot; when a replica answers from a new incarnation (Ray restarted it from its
+    snapshot), that log is replayed before the call is repeated, so a killed shard ends in
+    the same state. Every write is idempotent per source chunk, so replays never
+    double-count.
+
+    ``keep_alive`` (the Serve app's workspace owner): the actors are detached, so they
+    outlive a crashed owner and keep answering readers, and a restarted owner attaches to
+    the live ones instead of reloading them. Otherwise actors left by an earlier run are
+    replaced, so state comes from disk.
     """
 
-    def __init__(self, workspace_uri: str, config: GraphConfig) -> None:
+    def __init__(self, workspace_uri: str, config: GraphConfig, namespace: str | None = None,
+                 keep_alive: bool = False) -> None:
         self.num_shards = config.num_shards
-        self.shards = []
+        self.replicas = config.replicas
+        self.shards: list[list[Any]] = []
         for i in range(self.num_shards):
-            name = shard_actor_name(workspace_uri, i, self.num_shards)
-            _kill_stale(name)
-            # SPREAD: the shards go to different nodes when there are several, so their
-            # memory adds up across the cluster and a lost node restarts only its share
-            # (Ray's default packs small actors onto the first node).
-            self.shards.append(
-                GraphShard.options(
-                    name=name, num_cpus=config.num_cpus, max_restarts=-1, max_task_retries=-1,
-                    scheduling_strategy="SPREAD",
-                ).remote(workspace_uri, i, self.num_shards, config.max_source_ids)
-            )
+            copies = []
+            for j in range(self.replicas):
+                name = shard_actor_name(workspace_uri, i, self.num_shards, j)
+                live = _live_actor(name, namespace) if keep_alive else None
+                if live is None and not keep_alive:
+                    _kill_stale(name, namespace)
+                # SPREAD: the shards go to different nodes when there are several, so their
+                # memory adds up across the cluster and a lost node restarts only its share
+                # (Ray's default packs small actors onto the first node).
+                copies.append(live or GraphShard.options(
+                    name=name, namespace=namespace, num_cpus=config.num_cpus, max_restarts=-1,
+                    max_task_retries=-1, scheduling_strategy="SPREAD",
+                    lifetime="detached" if keep_alive else None,
+                ).remote(workspace_uri, i, self.num_shards, config.max_source_ids))
+            self.shards.append(copies)
         self.log: list[list[tuple[str, tuple[Any, ...]]]] = [[] for _ in self.shards]
-        self.incarnations = [inc for inc, _ in ray.get([s.ping.remote() for s in self.shards])]
+        pings = ray.get([s.ping.remote() for copies in self.shards for s in copies])
+        self.incarnations = [[pings[i * self.replicas + j][0] for j in range(self.replicas)] for i in range(self.num_shards)]
 
     # ---- plumbing -----------------------------------------------------------------
-    def _call(self, calls: dict[int, tuple[str, tuple[Any, ...]]], record: bool) -> dict[int, Any]:
-        """Run ``method(*args)`` on the given shards in parallel; replay restarted ones."""
+    def _call(self, calls: dict[int, tuple[str, tuple[Any, ...]]], record: bool, replicas: str = "one") -> dict[int, Any]:
+        """Run ``method(*args)`` on the given shards in parallel, on every replica
+        (``replicas="all"``: writes) or on the first; replay restarted ones. The answer
+        per shard is its first replica's."""
         if record:
             for i, call in calls.items():
                 self.log[i].append(call)
-        pending = dict(calls)
+        targets = range(self.replicas) if replicas == "all" else range(1)
+        pending = {(i, j): call for i, call in calls.items() for j in targets}
         results: dict[int, Any] = {}
         while pending:
-            refs = {i: getattr(self.shards[i], m).remote(*args) for i, (m, args) in pending.items()}
+            refs = {(i, j): getattr(self.shards[i][j], m).remote(*args) for (i, j), (m, args) in pending.items()}
             answers = dict(zip(refs, ray.get(list(refs.values()))))
             retry = {}
-            for i, (incarnation, result) in answers.items():
-                if incarnation == self.incarnations[i]:
-                    results[i] = result
+            for (i, j), (incarnation, result) in answers.items():
+                if incarnation == self.incarnations[i][j]:
+                    if j == 0:
+                        results[i] = result
                     continue
-                log.warning("graph shard %d was restarted; replaying %d calls", i, len(self.log[i]))
-                self.incarnations[i] = self._replay(i)
-                retry[i] = pending[i]
+                log.warning("graph shard %d (replica %d) was restarted; replaying %d calls", i, j, len(self.log[i]))
+                self.incarnations[i][j] = self._replay(i, j)
+                retry[(i, j)] = pending[(i, j)]
             pending = retry
         return results
 
-    def _replay(self, i: int) -> str:
+    def _replay(self, i: int, j: int) -> str:
         incarnation = None
         for method, args in self.log[i]:
-            incarnation, _ = ray.get(getattr(self.shards[i], method).remote(*args))
-        return incarnation or ray.get(self.shards[i].ping.remote())[0]
+            incarnation, _ = ray.get(getattr(self.shards[i][j], method).remote(*args))
+        return incarnation or ray.get(self.shards[i][j].ping.remote())[0]
 
-    def _all(self, method: str, *args: Any, record: bool = False) -> list[Any]:
-        results = self._call({i: (method, args) for i in range(self.num_shards)}, record)
+    def _all(self, method: str, *args: Any, record: bool = False, replicas: str = "one") -> list[Any]:
+        results = self._call({i: (method, args) for i in range(self.num_shards)}, record, replicas)
         return [results[i] for i in range(self.num_shards)]
 
     # ---- writes -------------------------------------------------------------------
     def apply(self, entities: list[EntityRecord], relations: list[RelationRecord]) -> None:
         """Merge extraction records into the shards that own them (one parallel round)."""
-        per_shard: dict[int, tuple[list[dict], list[dict]]] = {}
-        for row in entity_rows(entities):
-            per_shard.setdefault(shard_of(row["key"], self.num_shards), ([], []))[0].append(row)
-        for row in relation_rows(relations):
-            if row["source_key"] == row["target_key"]:
-                continue
-            owners = {shard_of(row["source_key"], self.num_shards), shard_of(row["target_key"], self.num_shards)}
-            for i in owners:
-                per_shard.setdefault(i, ([], []))[1].append(row)
-        self._call({i: ("apply", rows) for i, rows in per_shard.items()}, record=True)
+        plan = plan_apply(entities, relations, self.num_shards)
+        self._call({i: ("apply", rows) for i, rows in plan.items()}, record=True, replicas="all")
 
     def remove_chunks(self, chunk_ids: list[str]) -> None:
         """Drop what these chunks contributed, on every shard."""
-        self._all("remove_chunks", list(chunk_ids), record=True)
+        self._all("remove_chunks", list(chunk_ids), record=True, replicas="all")
 
     def add_summaries(self, summaries: dict[str, str]) -> None:
         """Give every shard the new summaries (relations live on two shards)."""
         if summaries:
-            self._all("add_summaries", summaries, record=True)
+            self._all("add_summaries", summaries, record=True, replicas="all")
 
     def save(self) -> None:
-        """Snapshot every shard; the replay log starts afresh."""
+        """Snapshot every shard (replicas hold the same state: the first one writes it);
+        the replay log starts afresh."""
         self._all("save")
         self.log = [[] for _ in self.shards]
 
@@ -138,7 +132,7 @@ class GraphRouter:
     def take_changes(self) -> dict[str, list[Any]]:
         """Changed owned entities/relations of all shards since the last call."""
         merged: dict[str, list[Any]] = {"entities": [], "relations": [], "removed": []}
-        for changes in self._all("take_changes"):
+        for changes in self._all("take_changes", replicas="all"):  # every replica forgets them
             for kind, items in changes.items():
                 merged[kind].extend(items)
         return merged
@@ -163,45 +157,41 @@ class GraphRouter:
         """Names of all entities, sorted."""
         return sorted(name for names in self._all("labels") for name in names)
 
-    def neighborhood(self, keys: list[str]) -> dict[str, list[dict[str, Any]]]:
-        """The entities ``keys`` and their incident relations, asking each owner once."""
-        per_shard: dict[int, list[str]] = {}
-        for key in dict.fromkeys(keys):
-            per_shard.setdefault(shard_of(key, self.num_shards), []).append(key)
-        results = self._call({i: ("neighborhood", (ks,)) for i, ks in per_shard.items()}, record=False)
-        entities = [e for i in sorted(results) for e in results[i]["entities"]]
-        relations = {r["id"]: r for i in sorted(results) for r in results[i]["relations"]}
-        return {"entities": entities, "relations": list(relations.values())}
+    def neighborhood(self, keys: list[str], max_relations: int | None = None) -> dict[str, list[dict[str, Any]]]:
+        """The entities ``keys`` and their incident relations (all, or the best
+        ``max_relations`` per shard), asking each owner once."""
+        plan = plan_neighborhood(keys, self.num_shards, max_relations)
+        return merge_neighborhood(self._call({i: ("neighborhood", args) for i, args in plan.items()}, record=False))
 
     def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> dict[str, list[dict[str, Any]]]:
         """Entities by key and relations by endpoint pair, in the order asked, in one round."""
-        per_shard: dict[int, tuple[list[str], list[tuple[str, str]]]] = {}
-        for key in dict.fromkeys(keys):
-            per_shard.setdefault(shard_of(key, self.num_shards), ([], []))[0].append(key)
-        for pair in dict.fromkeys(tuple(sorted(p)) for p in pairs):
-            per_shard.setdefault(shard_of(pair[0], self.num_shards), ([], []))[1].append(pair)
-        results = self._call({i: ("fetch", args) for i, args in per_shard.items()}, record=False)
-        entities = {e["key"]: e for part in results.values() for e in part["entities"]}
-        relations = {(r["source_key"], r["target_key"]): r for part in results.values() for r in part["relations"]}
-        return {
-            "entities": [entities[k] for k in dict.fromkeys(keys) if k in entities],
-            "relations": [relations[p] for p in dict.fromkeys(tuple(sorted(p)) for p in pairs) if p in relations],
-        }
+        plan = plan_fetch(keys, pairs, self.num_shards)
+        return merge_fetch(self._call({i: ("fetch", args) for i, args in plan.items()}, record=False), keys, pairs)
 
     def close(self) -> None:
         """Stop the shard actors (their state is in the snapshots)."""
-        for shard in self.shards:
-            ray.kill(shard, no_restart=True)
+        for copies in self.shards:
+            for shard in copies:
+                ray.kill(shard, no_restart=True)
 
 
-def _kill_stale(name: str) -> None:
+def _live_actor(name: str, namespace: str | None) -> Any | None:
+    """The running actor called ``name``, or None."""
+    try:
+        actor = ray.get_actor(name, namespace=namespace)
+        ray.get(actor.ping.remote(), timeout=30)
+        return actor
+    except (ValueError, ray.exceptions.RayError):
+        return None
+
+
+def _kill_stale(name: str, namespace: str | None) -> None:
     """Kill a shard actor left by an earlier run in this cluster, so state comes from disk."""
     for _ in range(100):
         try:
-            actor = ray.get_actor(name)
+            actor = ray.get_actor(name, namespace=namespace)
         except ValueError:
             return
         ray.kill(actor, no_restart=True)
         time.sleep(0.1)
     raise RuntimeError(f"graph shard actor {name} does not go away; is another run using this workspace?")
-

@@ -63,17 +63,9 @@ class GraphShard:
 
     def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> tuple[str, dict[str, list[dict[str, Any]]]]:
         """Merged views of the owned entities ``keys`` and owned relations ``pairs``."""
-        g = self.graph
-        return self.incarnation, {
-            "entities": [g.entity(k) for k in keys if k in g.graph and g.owns(k)],
-            "relations": [g.relation(a, b) for a, b in pairs if g.graph.has_edge(a, b) and g.owns_edge(a, b)],
-        }
+        return self.incarnation, self.graph.fetch(keys, pairs)
 
-    def neighborhood(self, keys: list[str]) -> tuple[str, dict[str, list[dict[str, Any]]]]:
-        """Owned entities among ``keys`` and all their incident relations (one hop)."""
-        found = [k for k in keys if k in self.graph.graph and self.graph.owns(k)]
-        edges = {tuple(sorted(e)) for k in found for e in self.graph.graph.edges(k)}
-        return self.incarnation, {
-            "entities": [self.graph.entity(k) for k in found],
-            "relations": [self.graph.relation(a, b) for a, b in sorted(edges)],
-        }
+    def neighborhood(self, keys: list[str], max_relations: int | None = None) -> tuple[str, dict[str, list[dict[str, Any]]]]:
+        """Owned entities among ``keys`` and their incident relations, the best
+        ``max_relations`` of them when given (see ShardGraph.neighborhood)."""
+        return self.incarnation, self.graph.neighborhood(keys, max_relations)

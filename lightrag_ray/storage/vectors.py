@@ -1,7 +1,7 @@
 """Milvus vector store: three collections (entities, relations, chunks).
 
 A local path means Milvus Lite, which one process at a time may open, so the pipeline
-gives it to exactly one actor (VectorStoreActor); an ``http(s)://`` URI is a Milvus
+gives it to exactly one actor (storage.vector_owner); an ``http(s)://`` URI is a Milvus
 server any process may use.
 """
 
@@ -14,15 +14,20 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-import ray
 
 KINDS = ("entities", "relations", "chunks")
 RELATION_META = ("source", "target", "source_key", "target_key", "keywords")
 # Open MilvusStores per Milvus Lite file in this process (they share one in-process server).
 _LITE_OPEN: Counter[str] = Counter()
-# HNSW search breadth on Milvus Lite (its AUTOINDEX is faiss HNSW; its default ef=64 barely
-# exceeds top_k=40 and misses ~3% of the true top 40, sometimes the exact-name entity).
-LITE_SEARCH_EF = 256
+# HNSW search breadth (ef), at least top_k. Milvus Lite's AUTOINDEX is faiss HNSW; its default
+# ef=64 barely exceeds top_k=40 and misses ~3% of the true top 40, sometimes the exact-name entity.
+SEARCH_EF = 256
+# The index of each new collection on a Milvus server (Milvus Lite builds its AUTOINDEX).
+SERVER_INDEX = {"index_type": "HNSW", "metric_type": "COSINE", "params": {"M": 16, "efConstruction": 200}}
+# Milvus Lite searches a collection in Python, linearly in its size (one top-40 query, dim
+# 384, on 2 cores: ~15-30 ms at 10k vectors, ~50-100 ms at 50k, ~175 ms at 200k; a Milvus
+# server with HNSW: ~8 ms at 200k). Past this many vectors in a collection, use a server.
+LITE_COMFORTABLE_VECTORS = 50_000
 
 
 class VectorWriter(Protocol):
@@ -103,10 +108,20 @@ class MilvusStore:
                 )
             self.client.load_collection(name)
             return
-        self.client.create_collection(
-            name, dimension=self.dim, primary_field_name="id", id_type="string", max_length=64,
-            vector_field_name="vector", metric_type="COSINE", auto_id=False, enable_dynamic_field=True,
-        )
+        if self.lite:
+            self.client.create_collection(
+                name, dimension=self.dim, primary_field_name="id", id_type="string", max_length=64,
+                vector_field_name="vector", metric_type="COSINE", auto_id=False, enable_dynamic_field=True,
+            )
+            return
+        from pymilvus import DataType
+
+        schema = self.client.create_schema(auto_id=False, enable_dynamic_field=True)
+        schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=self.dim)
+        index = self.client.prepare_index_params()
+        index.add_index("vector", **SERVER_INDEX)
+        self.client.create_collection(name, schema=schema, index_params=index)  # also loads it
 
     def upsert(self, kind: str, rows: list[dict[str, Any]]) -> int:
         """Insert or replace rows (each with ``id``, ``vector`` and scalar fields)."""
@@ -128,10 +143,9 @@ class MilvusStore:
     ) -> list[list[dict[str, Any]]]:
         """For each query vector, hits as dicts with id, score and the requested fields."""
         data = np.asarray(vectors, dtype=np.float32).tolist()
-        params = {"params": {"ef": max(LITE_SEARCH_EF, top_k)}} if self.lite else None
         results = self.client.search(
             self.names[kind], data=data, limit=top_k, filter=filter,
-            output_fields=output_fields or ["*"], search_params=params,
+            output_fields=output_fields or ["*"], search_params={"params": {"ef": max(SEARCH_EF, top_k)}},
         )
         return [[{"id": h["id"], "score": float(h["distance"]), **h.get("entity", {})} for h in hits] for hits in results]
 
@@ -161,37 +175,3 @@ class MilvusStore:
             except ImportError:  # another Lite build: it flushes on its own terms
                 return
             server_manager_instance.release_server(path)
-
-
-@ray.remote
-class VectorStoreActor:
-    """The single owner of a Milvus Lite file while indexing (a server is written directly)."""
-
-    def __init__(self, uri: str, dim: int, prefix: str = "lightrag", token: str = "", db_name: str = "default"):
-        self.store = MilvusStore(uri, dim, prefix, token, db_name)
-
-    def upsert(self, kind: str, rows: list[dict[str, Any]]) -> int:
-        return self.store.upsert(kind, rows)
-
-    def delete(self, kind: str, ids: list[str]) -> None:
-        self.store.delete(kind, ids)
-
-    def close(self) -> None:
-        self.store.close()
-
-
-class ActorVectorWriter:
-    """VectorWriter over a VectorStoreActor (blocking calls; stops the actor on close)."""
-
-    def __init__(self, actor: Any) -> None:
-        self.actor = actor
-
-    def upsert(self, kind: str, rows: list[dict[str, Any]]) -> int:
-        return ray.get(self.actor.upsert.remote(kind, rows))
-
-    def delete(self, kind: str, ids: list[str]) -> None:
-        ray.get(self.actor.delete.remote(kind, ids))
-
-    def close(self) -> None:
-        ray.get(self.actor.close.remote())
-        ray.kill(self.actor)

@@ -1,0 +1,122 @@
+"""In-memory implementations of the query stores (lightrag_ray.query.stores), for fast
+tests of the query engine with no Ray, Milvus or model.
+
+MemoryGraph runs the real merge rules (core.merge.ShardGraph) on several in-process
+shards and plans/merges its lookups with the same functions as the Ray reader, so what
+the engine sees has the same shape and order as in a cluster. HashingEmbedder is a
+deterministic bag-of-words embedder: texts sharing words are close.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+import numpy as np
+
+from lightrag_ray.core.merge import ShardGraph
+from lightrag_ray.core.records import EntityRecord, RelationRecord
+from lightrag_ray.storage.graph_calls import merge_fetch, merge_neighborhood, plan_apply, plan_fetch, plan_neighborhood
+from lightrag_ray.storage.vectors import graph_vector_items, vector_rows
+
+_WORD = re.compile(r"\w+")
+
+
+class HashingEmbedder:
+    """Words hashed into ``dim`` buckets, L2-normalised (the TextEmbedder protocol)."""
+
+    def __init__(self, dim: int = 512) -> None:
+        self.dim = dim
+
+    def embed_now(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in _WORD.findall(text.lower()):
+                out[row, int(hashlib.md5(word.encode()).hexdigest()[:8], 16) % self.dim] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1.0, norms)
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        return self.embed_now(texts)
+
+
+class MemoryVectorIndex:
+    """Exact cosine search over rows kept in numpy (the VectorIndex protocol)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, dict[str, dict[str, Any]]] = {"entities": {}, "relations": {}, "chunks": {}}
+
+    def upsert(self, kind: str, rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            self.rows[kind][row["id"]] = {**row, "vector": np.asarray(row["vector"], dtype=np.float32)}
+
+    async def search(self, kind: str, vectors: np.ndarray, top_k: int, output_fields: list[str]) -> list[list[dict[str, Any]]]:
+        rows = list(self.rows[kind].values())
+        if not rows:
+            return [[] for _ in vectors]
+        matrix = np.stack([r["vector"] for r in rows])
+        results = []
+        for vector in np.asarray(vectors, dtype=np.float32):
+            scores = matrix @ vector
+            best = sorted(range(len(rows)), key=lambda i: (-scores[i], rows[i]["id"]))[:top_k]
+            results.append([{**_fields(rows[i], output_fields), "id": rows[i]["id"], "score": float(scores[i])} for i in best])
+        return results
+
+    async def get(self, kind: str, ids: list[str], output_fields: list[str]) -> list[dict[str, Any]]:
+        return [_fields(self.rows[kind][i], output_fields) for i in ids if i in self.rows[kind]]
+
+
+class MemoryGraph:
+    """Shards of the knowledge graph in this process (the GraphLookup protocol)."""
+
+    def __init__(self, num_shards: int = 2, max_source_ids: int = 300) -> None:
+        self.num_shards = num_shards
+        self.shards = [ShardGraph(i, num_shards, max_source_ids) for i in range(num_shards)]
+        self.calls: list[tuple[str, int]] = []  # (method, shard) of every lookup
+
+    def apply(self, entities: list[EntityRecord], relations: list[RelationRecord]) -> None:
+        for shard, (entity_rows, relation_rows) in plan_apply(entities, relations, self.num_shards).items():
+            self.shards[shard].apply(entity_rows, relation_rows)
+
+    def take_changes(self) -> dict[str, list[Any]]:
+        merged: dict[str, list[Any]] = {"entities": [], "relations": [], "removed": []}
+        for shard in self.shards:
+            for kind, items in shard.take_changes().items():
+                merged[kind].extend(items)
+        return merged
+
+    async def neighborhood(self, keys: list[str], max_relations: int | None = None) -> dict[str, list[dict[str, Any]]]:
+        plan = plan_neighborhood(keys, self.num_shards, max_relations)
+        self.calls += [("neighborhood", i) for i in plan]
+        return merge_neighborhood({i: self.shards[i].neighborhood(*args) for i, args in plan.items()})
+
+    async def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> dict[str, list[dict[str, Any]]]:
+        plan = plan_fetch(keys, pairs, self.num_shards)
+        self.calls += [("fetch", i) for i in plan]
+        return merge_fetch({i: self.shards[i].fetch(*args) for i, args in plan.items()}, keys, pairs)
+
+
+def index_in_memory(
+    chunks: list[dict[str, Any]], entities: list[EntityRecord], relations: list[RelationRecord],
+    embedder: HashingEmbedder, num_shards: int = 2,
+) -> tuple[MemoryGraph, MemoryVectorIndex]:
+    """Merge the records into a MemoryGraph and embed chunks, entities and relations into a
+    MemoryVectorIndex, with the same texts and fields as an indexing run writes to Milvus.
+    ``chunks``: rows with chunk_id, doc_id, file_path, order, text."""
+    graph, vectors = MemoryGraph(num_shards), MemoryVectorIndex()
+    graph.apply(entities, relations)
+    items = graph_vector_items(graph.take_changes())
+    for kind, rows in vector_rows(items, list(embedder.embed_now([i["text"] for i in items]))).items():
+        vectors.upsert(kind, rows)
+    chunk_vectors = embedder.embed_now([c["text"] for c in chunks])
+    vectors.upsert("chunks", [
+        {"id": c["chunk_id"], "vector": v, "doc_id": c["doc_id"], "file_path": c["file_path"],
+         "order": c["order"], "text": c["text"]}
+        for c, v in zip(chunks, chunk_vectors)
+    ])
+    return graph, vectors
+
+
+def _fields(row: dict[str, Any], fields: list[str]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k != "vector" and (not fields or "*" in fields or k in fields)}

@@ -1,0 +1,131 @@
+"""A real Milvus server for tests and benchmarks: the standalone binary of the PyPI package
+``milvus`` (2.3.5), started in a given directory on free ports.
+
+    with MilvusStandalone(tmp_dir) as server:
+        MilvusStore(server.uri, 384)
+
+The binaries (~250 MB unpacked) are unpacked once into a cache folder shared by every run.
+Each server gets its own ports, the embedded etcd's included (it would otherwise take
+2379/2380), so several servers can run on one machine at once.
+"""
+
+from __future__ import annotations
+
+import atexit
+import fcntl
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lightrag-ray"
+
+
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct TCP ports that nothing listens on right now."""
+    probes = [socket.socket() for _ in range(n)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
+
+
+def _binaries() -> Path:
+    """The folder holding the unpacked ``milvus`` executable and its libraries."""
+    import milvus
+
+    folder = CACHE / f"milvus-{milvus.__version__}"
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / ".lock").open("w") as lock:  # one unpacking at a time
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        milvus._initialize_data_files(str(folder))  # no-op when the checksums match
+    return folder / "bin"
+
+
+def _tail(path: Path, chars: int = 2500) -> str:
+    return path.read_text(errors="replace")[-chars:] if path.exists() else "(no file)"
+
+
+class MilvusStandalone:
+    """A Milvus standalone server under ``base_dir`` (config, data, logs) on free ports of
+    127.0.0.1; ``start`` waits at most ``start_timeout_s`` for it to report healthy."""
+
+    def __init__(self, base_dir: str | Path, start_timeout_s: float = 120.0) -> None:
+        self.base_dir = Path(base_dir).resolve()
+        self.start_timeout_s = start_timeout_s
+        self.process: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> str:
+        """Start the server and wait until it is healthy; returns its URI."""
+        from milvus import MilvusServerConfig
+
+        config = MilvusServerConfig(data_dir=str(self.base_dir))
+        keys = [key for key in config.configurable_items if key.endswith("_port")]
+        *ports, metrics, peer = _free_ports(len(keys) + 2)
+        config.update(**dict(zip(keys, ports)))
+        config.resolve()  # writes configs/milvus.yaml and creates data/ and logs/
+        self.port, client = config.get("proxy_port"), config.get("etcd_port")
+        etcd = self.base_dir / "configs" / "etcd.yaml"
+        etcd.write_text(
+            f"name: standalone\nlisten-client-urls: http://127.0.0.1:{client}\n"
+            f"advertise-client-urls: http://127.0.0.1:{client}\nlisten-peer-urls: http://127.0.0.1:{peer}\n"
+            f"initial-advertise-peer-urls: http://127.0.0.1:{peer}\ninitial-cluster: standalone=http://127.0.0.1:{peer}\n")
+        bin_dir = _binaries()
+        env = {**os.environ, "DEPLOY_MODE": "STANDALONE", "METRICS_PORT": str(metrics), "ETCD_CONFIG_PATH": str(etcd),
+               "QUERYNODE_GRACEFULSTOPTIMEOUT": "0",
+               "LD_LIBRARY_PATH": f"{bin_dir}:{os.environ.get('LD_LIBRARY_PATH', '')}"}
+        logs = self.base_dir / "logs"
+        with (logs / "milvus-stdout.log").open("wb") as out, (logs / "milvus-stderr.log").open("wb") as err:
+            self.process = subprocess.Popen([str(bin_dir / "milvus"), "run", "standalone"], cwd=self.base_dir,
+                                            env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        atexit.register(self.stop)
+        deadline = time.monotonic() + self.start_timeout_s
+        while not self._healthy(metrics):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                code = self.process.poll()
+                self.stop(timeout_s=5)
+                state = f"exited with code {code}" if code is not None else f"not healthy after {self.start_timeout_s:g} s"
+                raise RuntimeError(
+                    f"Milvus standalone in {self.base_dir} {state} (port {self.port}).\n"
+                    f"--- tail of logs/milvus-stdout.log:\n{_tail(logs / 'milvus-stdout.log')}\n"
+                    f"--- tail of logs/milvus-stderr.log:\n{_tail(logs / 'milvus-stderr.log')}")
+            time.sleep(0.25)
+        return self.uri
+
+    @staticmethod
+    def _healthy(metrics_port: int) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/healthz", timeout=2) as response:
+                return b"OK" in response.read()
+        except OSError:
+            return False
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """SIGTERM (the server shuts its components down), SIGKILL after ``timeout_s``."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        atexit.unregister(self.stop)
+        process.terminate()
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def __enter__(self) -> MilvusStandalone:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

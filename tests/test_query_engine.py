@@ -1,0 +1,157 @@
+"""QueryEngine on in-memory stores: retrieval, ranking, budgets and generation, no Ray."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from lightrag_ray.config import load_settings
+from lightrag_ray.core.ids import chunk_id, doc_id
+from lightrag_ray.core.names import entity_key
+from lightrag_ray.core.ranking import rank_local_relations
+from lightrag_ray.core.records import EntityRecord, RelationRecord
+from lightrag_ray.query.engine import QueryEngine, QueryParam
+from tests.memory_stores import HashingEmbedder, MemoryGraph, index_in_memory
+from tests.scripted_llm import derive_records
+
+PASSAGES = [
+    "Ebenezer Scrooge runs a counting house in London. Bob Cratchit works for Ebenezer Scrooge.",
+    "Jacob Marley was the partner of Ebenezer Scrooge. Jacob Marley died seven years ago.",
+    "Tiny Tim is the son of Bob Cratchit. Tiny Tim walks with a crutch.",
+    "Fred invites Ebenezer Scrooge to Christmas dinner. Fred is the nephew of Ebenezer Scrooge.",
+    "The Ghost Of Christmas Past shows Ebenezer Scrooge his school. Fezziwig was the master of young Scrooge.",
+]
+
+
+def _corpus(passages: list[str]) -> tuple[list[dict], list[EntityRecord], list[RelationRecord]]:
+    chunks, entities, relations = [], [], []
+    for number, text in enumerate(passages):
+        doc = doc_id(text)
+        cid = chunk_id(doc, 0, text)
+        chunks.append({"chunk_id": cid, "doc_id": doc, "file_path": f"doc{number}.txt", "order": 0, "text": text})
+        found_e, found_r = derive_records(text)
+        entities += [EntityRecord(e["name"], e["type"], e["description"], cid, f"doc{number}.txt") for e in found_e]
+        relations += [RelationRecord(r["source"], r["target"], r["keywords"], r["description"], cid, 1.0,
+                                     f"doc{number}.txt") for r in found_r]
+    return chunks, entities, relations
+
+
+class CannedLLM:
+    """The LLMClient protocol answering from a fixed text (records the prompts)."""
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+        self.prompts: list[list[dict[str, str]]] = []
+
+    async def complete(self, messages, *, max_tokens=None) -> str:
+        self.prompts.append(messages)
+        return self.answer
+
+    async def stream(self, messages, *, max_tokens=None) -> AsyncIterator[str]:
+        self.prompts.append(messages)
+        for word in self.answer.split(" "):
+            yield word + " "
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _engine(passages: list[str] = PASSAGES, llm=None, num_shards: int = 2) -> tuple[QueryEngine, MemoryGraph]:
+    embedder = HashingEmbedder()
+    graph, vectors = index_in_memory(*_corpus(passages), embedder, num_shards)
+    settings = load_settings(overrides={"workspace": "unused"}, environ={})
+    return QueryEngine(settings, embedder, vectors, graph, llm), graph
+
+
+def retrieve(engine: QueryEngine, question: str, **param):
+    return asyncio.run(engine.retrieve(question, QueryParam(**param)))
+
+
+def test_local_mode_finds_the_named_entities_and_their_passages():
+    engine, graph = _engine()
+    context, keywords, calls = retrieve(engine, "Who is Tiny Tim?", mode="local", ll_keywords=["Tiny Tim"], hl_keywords=[])
+    assert calls == 0 and keywords.low == ["Tiny Tim"]
+    assert context.entities[0]["name"] == "Tiny Tim"
+    assert any({r["source"], r["target"]} == {"Bob Cratchit", "Tiny Tim"} for r in context.relations)
+    assert "Tiny Tim is the son of Bob Cratchit" in context.chunks[0]["text"]
+    assert {c for _, c in graph.calls} <= {0, 1} and {m for m, _ in graph.calls} == {"neighborhood"}
+
+
+def test_global_mode_reaches_relations_and_their_endpoints():
+    engine, graph = _engine()
+    context, _, _ = retrieve(engine, "partner", mode="global", hl_keywords=["partner seven years"], ll_keywords=[])
+    pair = {context.relations[0]["source"], context.relations[0]["target"]}
+    assert pair == {"Ebenezer Scrooge", "Jacob Marley"}
+    assert {"Ebenezer Scrooge", "Jacob Marley"} <= {e["name"] for e in context.entities}
+    assert [m for m, _ in graph.calls] == ["fetch"] * len(graph.calls) and graph.calls
+
+
+def test_naive_uses_chunk_vectors_only_and_mix_adds_graph_passages():
+    engine, graph = _engine()
+    naive, _, _ = retrieve(engine, "crutch", mode="naive", chunk_top_k=1)
+    assert not graph.calls and not naive.entities
+    assert [c["text"] for c in naive.chunks] == [PASSAGES[2]]
+    mix, _, _ = retrieve(engine, "crutch", mode="mix", chunk_top_k=4, ll_keywords=["Fred"], hl_keywords=["dinner"])
+    texts = [c["text"] for c in mix.chunks]
+    assert PASSAGES[2] in texts and PASSAGES[3] in texts  # the vector passage and the graph passage
+    assert [r["ref"] for r in mix.references] == list(range(1, len(mix.references) + 1))
+
+
+def test_without_llm_keywords_come_from_the_question():
+    engine, _ = _engine()
+    context, keywords, calls = retrieve(engine, "What did Jacob Marley do?", mode="local")
+    assert calls == 0 and "Jacob Marley" in keywords.low
+    assert context.entities[0]["name"] == "Jacob Marley"
+
+
+def test_hub_entity_ships_only_the_best_relations_and_the_answer_is_unchanged():
+    workers = [f"Mr {a}{b}x" for a in "ABCDEFGHIJKL" for b in "abcdefghijklm"]  # 156 names
+    hub = [f"Acme Corp hired {name} in the spring. {name} works at Acme Corp." for name in workers]
+    engine, graph = _engine(PASSAGES + hub, num_shards=3)
+    keys = [entity_key("Acme Corp"), entity_key("Mr Cdx"), entity_key("Ebenezer Scrooge")]
+    capped = asyncio.run(graph.neighborhood(keys, 5))
+    full = asyncio.run(graph.neighborhood(keys, None))
+    assert len(full["relations"]) > 150 and len(capped["relations"]) <= 5 * 3
+    assert rank_local_relations(capped["relations"], keys)[:5] == rank_local_relations(full["relations"], keys)[:5]
+    # the relation joining two retrieved entities comes first
+    first = rank_local_relations(capped["relations"], keys)[0]
+    assert {first["source_key"], first["target_key"]} == {keys[0], keys[1]}
+    context, _, _ = retrieve(engine, "Acme", mode="local", top_k=5, ll_keywords=["Acme Corp"], hl_keywords=[])
+    assert len(context.relations) <= 5 and context.entities[0]["name"] == "Acme Corp"
+
+
+def test_budgets_cut_the_context():
+    engine, _ = _engine()
+    small, _, _ = retrieve(engine, "Scrooge", mode="mix", ll_keywords=["Ebenezer Scrooge"], hl_keywords=["partner"],
+                           max_entity_tokens=40, max_relation_tokens=40, max_total_tokens=1200)
+    large, _, _ = retrieve(engine, "Scrooge", mode="mix", ll_keywords=["Ebenezer Scrooge"], hl_keywords=["partner"])
+    assert len(small.entities) < len(large.entities) and len(small.relations) < len(large.relations)
+    assert len(small.text) < len(large.text)
+
+
+def test_bypass_retrieves_nothing():
+    engine, graph = _engine()
+    context, keywords, calls = retrieve(engine, "Hello", mode="bypass")
+    assert (context.text, context.chunks, calls, graph.calls) == ("", [], 0, [])
+
+
+def test_generation_uses_the_llm_for_keywords_and_answer():
+    llm = CannedLLM('{"high_level_keywords": ["family"], "low_level_keywords": ["Tiny Tim"]}')
+    engine, _ = _engine(llm=llm)
+    result = asyncio.run(engine.query("Who is Tiny Tim's father?", QueryParam(mode="local")))
+    assert result.llm_calls == 2 and result.keywords.low == ["Tiny Tim"]
+    assert "Tiny Tim is the son of Bob Cratchit" in llm.prompts[-1][-1]["content"] + llm.prompts[-1][0]["content"]
+    pieces = asyncio.run(_collect(engine.stream("Who is Tiny Tim?", QueryParam(mode="naive"))))
+    assert "".join(pieces).strip() == llm.answer
+
+
+def test_answers_need_an_llm():
+    engine, _ = _engine()
+    with pytest.raises(ValueError, match="no LLM configured"):
+        asyncio.run(engine.query("Who?", QueryParam(mode="naive")))
+
+
+async def _collect(stream: AsyncIterator[str]) -> list[str]:
+    return [piece async for piece in stream]

@@ -1,0 +1,95 @@
+"""The read path on a real Ray cluster: queries read the shard actors directly, spread over
+shard replicas, and a killed shard costs a bounded wait or a clear error, never a hang."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import ray
+
+from lightrag_ray.query.engine import QueryParam
+from lightrag_ray.query.session import LocalSession
+from lightrag_ray.storage.graph_calls import shard_actor_name
+from lightrag_ray.storage.graph_reader import GraphUnavailableError
+from tests.test_query import index_corpus
+
+QUESTIONS = [
+    ("Who observed Jupiter?", "local"), ("Who observed Jupiter?", "global"), ("Where is the bakery?", "hybrid"),
+    ("What did the Nordic Star carry?", "mix"), ("Which telescope?", "naive"),
+]
+
+
+@pytest.fixture(scope="module")
+def indexed(ray_cluster, llm_server, tmp_path_factory):
+    """Settings of a workspace indexed once, with two replicas per shard."""
+    return index_corpus(tmp_path_factory.mktemp("read_path"), llm_server.url,
+                        graph={"num_shards": 2, "replicas": 2, "read_timeout_s": 4})
+
+
+def _contexts(session: LocalSession) -> list[dict]:
+    async def all_questions() -> list[dict]:
+        answers = []
+        for question, mode in QUESTIONS:
+            context, _, _ = await session.engine.retrieve(question, QueryParam(mode=mode))
+            answers.append(context.to_dict())
+        return answers
+
+    return asyncio.run(all_questions())
+
+
+def _replica(settings, shard: int, replica: int):
+    name = shard_actor_name(settings.workspace, shard, settings.graph.num_shards, replica)
+    return ray.get_actor(name, namespace=settings.ray.namespace)
+
+
+def test_replicas_hold_the_same_graph_and_answers_do_not_depend_on_them(indexed, llm):
+    one = indexed.model_copy(update={"graph": indexed.graph.model_copy(update={"replicas": 1})})
+    with LocalSession(one) as session:
+        single = _contexts(session)
+    assert any(c["entities"] for c in single) and any(c["chunks"] for c in single)
+    with LocalSession(indexed) as session:
+        for shard in range(2):
+            views = [ray.get(_replica(indexed, shard, r).export.remote())[1] for r in range(2)]
+            assert views[0] == views[1] and views[0]["entities"]
+        assert _contexts(session) == single
+        for shard in range(2):  # first replicas gone for good: the second ones answer alone
+            ray.kill(_replica(indexed, shard, 0), no_restart=True)
+        assert _contexts(session) == single
+
+
+def test_a_killed_shard_costs_a_bounded_wait_or_a_clear_error(indexed, llm):
+    one = indexed.model_copy(update={"graph": indexed.graph.model_copy(update={"replicas": 1})})
+    timeout = one.graph.read_timeout_s
+    with LocalSession(one) as session:
+        expected = _contexts(session)[0]
+        question, mode = QUESTIONS[0]
+
+        async def one_query() -> tuple[str, float]:
+            started = time.monotonic()
+            try:
+                context, _, _ = await session.engine.retrieve(question, QueryParam(mode=mode))
+            except GraphUnavailableError as exc:
+                assert "did not answer within" in str(exc)
+                return "unavailable", time.monotonic() - started
+            assert context.to_dict() == expected
+            return "answered", time.monotonic() - started
+
+        async def load_while_killing() -> list[tuple[str, float]]:
+            results: list[tuple[str, float]] = []
+            deadline = time.monotonic() + 8
+            killed = False
+            while time.monotonic() < deadline:
+                batch = [asyncio.create_task(one_query()) for _ in range(4)]
+                if not killed:
+                    for shard in range(2):  # Ray restarts them from their snapshots
+                        ray.kill(_replica(one, shard, 0), no_restart=False)
+                    killed = True
+                results += await asyncio.wait_for(asyncio.gather(*batch), timeout + 10)
+            return results
+
+        results = asyncio.run(load_while_killing())
+        assert all(seconds < timeout + 5 for _, seconds in results), results
+        assert results[-1][0] == "answered", results  # the restarted shards answer again
+        assert _contexts(session)[0] == expected
