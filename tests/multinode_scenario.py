@@ -31,6 +31,10 @@ from typing import Any, Callable
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# All nodes share this machine, so only one HTTP proxy can bind the port; on a real cluster
+# every node runs one behind the load balancer and each prefers its own node's replicas.
+# Here the one proxy spreads requests over the ingress replicas of every node instead.
+os.environ.setdefault("RAY_SERVE_PROXY_PREFER_LOCAL_NODE_ROUTING", "0")
 
 import ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -137,7 +141,7 @@ def serve_across(settings: Settings, replicas: int, requests: int = 40) -> dict[
 
     port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config={"log_level": "WARNING"})
-    args = AppArgs(settings=settings.model_dump(), ingress_replicas=replicas)
+    args = AppArgs(settings=settings.model_dump(), ingress_replicas=replicas, ingress_max_replicas_per_node=1)
     serve.run(build_app(args), name="lightrag", route_prefix="/")
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
         served_by = {client.get("/health").json()["served_by"] for _ in range(requests)}

@@ -378,3 +378,30 @@ def test_snapshot_keeps_endpoint_names_when_the_larger_key_came_first(tmp_path):
     assert (view["source"], view["target"]) == ("Alice", "Bob")
     assert fresh.entity("alice")["name"] == "Alice"
     assert fresh.export() == graph.export()
+
+
+def test_views_read_between_writes_are_never_stale():
+    """Cached views (names, weights, entity and relation views) follow every write."""
+    steps = [
+        ("apply", rows([ent("Ann", "c1", "person"), ent("Bob", "c1")], [rel("Ann", "Bob", "c1", weight=2.0)])),
+        ("apply", rows([ent("ANN", "c2", "place"), ent("ANN", "c3", "place")], [rel("ann", "Bob", "c2", weight=3.0)])),
+        ("remove", {"c1"}),
+        ("summaries", None),
+        ("apply", rows([ent("Cy", "c4")], [rel("Cy", "Ann", "c4"), rel("Bob", "Cy", "c4")])),
+        ("remove", {"c4"}),
+    ]
+    read, unread = ShardGraph(0, 1), ShardGraph(0, 1)
+    for action, arg in steps:
+        for graph in (read, unread):
+            if action == "apply":
+                graph.apply(*copy.deepcopy(arg))
+            elif action == "remove":
+                graph.remove_chunks(set(arg))
+            else:
+                graph.add_summaries({fragments_hash(graph.entity_fragments("ann")): "Ann, summarised."})
+        read.neighborhood(sorted(read.graph.nodes), None)  # fills the caches
+        read.fetch(sorted(read.graph.nodes), [tuple(sorted(e)) for e in read.graph.edges])
+        assert read.export() == ShardGraph.export(unread)
+    ann = read.entity("ann")
+    assert (ann["name"], ann["type"], ann["description"]) == ("ANN", "place", "Ann, summarised.")
+    assert read.relation("ann", "bob")["weight"] == 3.0

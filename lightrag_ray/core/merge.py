@@ -84,9 +84,15 @@ class ShardGraph:
         self.summaries: dict[str, str] = {}
         self.dirty_nodes: set[str] = set()
         self.dirty_edges: set[tuple[str, str]] = set()
-        # Derived from mentions, kept per item so reads of popular entities stay cheap:
-        # an edge's weight (edge attribute "weight") and display names by key.
+        # Derived from mentions, kept per item so reads of popular entities stay cheap: an
+        # edge's weight (edge attribute "weight"), display names by key, and the merged views
+        # read since the item last changed (("e", key) or ("r", a, b)).
         self._names: dict[str, str] = {}
+        self._views: dict[tuple[str, ...], dict[str, Any]] = {}
+
+    def _forget(self, key: str) -> None:
+        self._names.pop(key, None)
+        self._views.pop(("e", key), None)
 
     # ---- writes -------------------------------------------------------------------
     def owns(self, key: str) -> bool:
@@ -110,7 +116,7 @@ class ShardGraph:
         for (key, chunk), mentions in fresh.items():
             self.graph.nodes[key]["mentions"][chunk] = sorted(mentions)
             self.dirty_nodes.add(key)
-            self._names.pop(key, None)
+            self._forget(key)
 
         fresh_edges: dict[tuple[str, str, str], list[RelationMention]] = {}
         for row in relations:
@@ -132,8 +138,9 @@ class ShardGraph:
         data["weight"] = sum(max(m.weight for m in mentions) for mentions in data["mentions"].values())
         self.dirty_edges.add((a, b))
         self.dirty_nodes.update(k for k in (a, b) if self.owns(k))
-        self._names.pop(a, None)
-        self._names.pop(b, None)
+        self._views.pop(("r", a, b), None)
+        self._forget(a)
+        self._forget(b)
 
     def remove_chunks(self, chunk_ids: set[str]) -> None:
         """Drop everything the given chunks said; items left with no mention vanish."""
@@ -149,7 +156,7 @@ class ShardGraph:
             for chunk in chunk_ids & data["mentions"].keys():
                 del data["mentions"][chunk]
                 self.dirty_nodes.add(key)
-                self._names.pop(key, None)
+                self._forget(key)
             if not data["mentions"] and self.graph.degree(key) == 0:
                 self.graph.remove_node(key)
 
@@ -180,6 +187,12 @@ class ShardGraph:
 
     def entity(self, key: str) -> dict[str, Any]:
         """The merged view of an entity this shard owns."""
+        view = self._views.get(("e", key))
+        if view is None:
+            view = self._views[("e", key)] = self._entity_view(key)
+        return dict(view)
+
+    def _entity_view(self, key: str) -> dict[str, Any]:
         node = self.graph.nodes[key]
         mentions = _ordered(node["mentions"])
         chunks = set(node["mentions"])
@@ -199,6 +212,12 @@ class ShardGraph:
     def relation(self, a: str, b: str) -> dict[str, Any]:
         """The merged view of the relation between entity keys ``a`` and ``b``."""
         a, b = sorted((a, b))
+        view = self._views.get(("r", a, b))
+        if view is None:
+            view = self._views[("r", a, b)] = self._relation_view(a, b)
+        return dict(view)
+
+    def _relation_view(self, a: str, b: str) -> dict[str, Any]:
         data = self.graph.edges[a, b]["mentions"]
         mentions = _ordered(data)
         return {
@@ -276,6 +295,7 @@ class ShardGraph:
     def add_summaries(self, summaries: dict[str, str]) -> None:
         """Cache summaries by fragments hash; they replace joined descriptions."""
         self.summaries.update(summaries)
+        self._views.clear()  # any description may have changed
 
     # ---- change feed ------------------------------------------------------------
     def take_changes(self) -> dict[str, list[Any]]:

@@ -325,6 +325,9 @@ class AppArgs(BaseModel):
     ingress_replicas: int | None = Field(
         None, gt=0, description="A fixed number of ingress replicas instead of autoscaling (serve_config.yaml's "
         "deployments section can set the same).")
+    ingress_max_replicas_per_node: int | None = Field(
+        None, gt=0, description="At most this many ingress replicas on one node, so they spread over the "
+        "cluster's nodes (Serve's max_replicas_per_node).")
 
 
 def app_settings(args: AppArgs) -> Settings:
@@ -351,5 +354,7 @@ def build_app(args: AppArgs) -> Application:
     api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
     ingress = Ingress
     if args.ingress_replicas is not None:
-        ingress = Ingress.options(num_replicas=args.ingress_replicas, autoscaling_config=None)
+        ingress = ingress.options(num_replicas=args.ingress_replicas, autoscaling_config=None)
+    if args.ingress_max_replicas_per_node is not None:
+        ingress = ingress.options(max_replicas_per_node=args.ingress_max_replicas_per_node)
     return ingress.bind(dumped, embedder, llm, workspace, api_key, int(args.max_body_mb * 1024 * 1024))
