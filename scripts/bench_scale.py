@@ -19,6 +19,15 @@ Starts its own local Ray cluster (2 CPUs) and measures, in one process:
 3. **query**: context-only ``retrieve()`` latency per mode on that graph (no LLM: keywords
    come from the question), over ``--questions`` questions each naming an entity of the graph.
 
+``--store`` picks the vector store(s) of the add/query graph: ``lite`` (Milvus Lite, the
+workspace's milvus.db), ``server`` (a Milvus 2.3 standalone server that the script starts in
+a temp dir through tests/milvus_standalone.py, with HNSW indexes; the preparation flushes the
+collections and waits until every row is indexed), or both. Every store gets the same vectors;
+the add step writes to the first store and the rows it changed are then copied to the others,
+so all stores hold the same graph. Retrieval runs on each store with the same questions, and
+the retrieved entity, relation and chunk ids are compared with the first store's (mean
+Jaccard per kind, questions with identical sets): equal up to ANN tie order.
+
 Synthetic records (deterministic for a ``--seed``): a pool of ``--entities`` invented
 two-word names ranked by popularity; a size of M mentions uses the
 ``entities * M / max(mentions)`` most popular names, each mentioned once, the remaining
@@ -31,11 +40,12 @@ a document touches existing entities, popular ones included.
 
 Workspace of the add/query graph: after the merge, descriptions over the summary limits get
 a synthetic summary (the first fragments, ~250 tokens; a real run would ask the LLM), the
-shards' change feed gives every entity and relation, and they go to Milvus Lite with random
+shards' change feed gives every entity and relation, and they go to the vector store(s) with random
 unit vectors, the chunks (text: their mentions' descriptions) too; the entities named in the
 questions get their real MiniLM vectors so that retrieval finds them. Embedding everything
 with MiniLM on CPU (~60 short texts/s on 2 cores) would take over two hours at 200k entities;
-even so, writing the ~0.5M rows through Milvus Lite takes several minutes (printed).
+even so, writing the ~0.5M rows through Milvus Lite takes several minutes, and so does the
+server's HNSW build (printed).
 
     .venv/bin/python scripts/bench_scale.py --workdir /tmp/bench_scale_out/work \\
         --json-out /tmp/bench_scale_out/bench_scale.json --plot /tmp/bench_scale_out/bench_scale.png
@@ -83,12 +93,20 @@ from lightrag_ray.query.engine import QueryParam  # noqa: E402
 from lightrag_ray.query.session import LocalSession  # noqa: E402
 from lightrag_ray.storage import manifest as manifests  # noqa: E402
 from lightrag_ray.storage.graph_router import GraphRouter  # noqa: E402
-from lightrag_ray.storage.vectors import MilvusStore, graph_vector_items, vector_rows  # noqa: E402
+from lightrag_ray.storage.vectors import (  # noqa: E402
+    MilvusStore,
+    delete_graph_vectors,
+    graph_vector_items,
+    vector_rows,
+)
 from lightrag_ray.storage.workspace import Workspace  # noqa: E402
+from tests.milvus_standalone import MilvusStandalone  # noqa: E402
 from tests.scripted_llm import ScriptedLLM, derive_records  # noqa: E402
 
 BOOK = ROOT.parent / "shared" / "data" / "christmas_carol" / "mock_data.txt"
 MODES = ("naive", "local", "global", "hybrid", "mix")
+STORES = {"lite": "Milvus Lite", "server": "Milvus server (2.3 standalone, HNSW)"}
+ID_KINDS = ("entities", "relations", "chunks")  # of a retrieved context, compared between stores
 CHUNK_MENTIONS = (20, 40)  # mentions per synthetic chunk (inclusive)
 DESCRIPTION_WORDS = (30, 60)
 CHUNKS_PER_DOC = 10
@@ -252,7 +270,7 @@ def shard_rss_mib(router: GraphRouter) -> list[float]:
     """Resident memory of each shard actor's process."""
     import psutil
 
-    pids = ray.get([shard.__ray_call__.remote(_pid) for shard in router.shards])
+    pids = ray.get([shard.__ray_call__.remote(_pid) for copies in router.shards for shard in copies])
     return [round(psutil.Process(pid).memory_info().rss / 2**20, 1) for pid in pids]
 
 
@@ -262,7 +280,8 @@ def folder_mib(path: Path) -> float:
 
 
 class TimedRouter(GraphRouter):
-    """A GraphRouter that records (method, start, end) of every call the pipeline makes."""
+    """A GraphRouter that records (method, start, end) of every call the pipeline makes, and
+    what ``take_changes`` returned (the entities and relations whose vectors it rewrote)."""
 
     TIMED = ("apply", "pending_summaries", "add_summaries", "take_changes", "save", "counts")
 
@@ -270,6 +289,7 @@ class TimedRouter(GraphRouter):
         start = time.perf_counter()
         super().__init__(workspace_uri, config)
         self.calls: list[tuple[str, float, float]] = [("open", start, time.perf_counter())]
+        self.changes: list[dict[str, list[Any]]] = []
 
 
 def _timed(name: str) -> Callable[..., Any]:
@@ -278,9 +298,12 @@ def _timed(name: str) -> Callable[..., Any]:
     def method(self: TimedRouter, *args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
         try:
-            return base(self, *args, **kwargs)
+            result = base(self, *args, **kwargs)
         finally:
             self.calls.append((name, start, time.perf_counter()))
+        if name == "take_changes":
+            self.changes.append(result)
+        return result
 
     method.__name__, method.__doc__ = name, base.__doc__
     return method
@@ -344,9 +367,58 @@ def random_unit(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-def prepare_workspace(router: GraphRouter, chunk_rows: list[dict[str, Any]], settings: Settings,
+def open_store(settings: Settings, dim: int) -> MilvusStore:
+    """The MilvusStore of the settings' vectors.uri (Milvus Lite in the workspace by default)."""
+    vec = settings.vectors
+    return MilvusStore(settings.milvus_uri(), dim, vec.collection_prefix, vec.token, vec.db_name)
+
+
+def wait_indexed(store: MilvusStore, timeout_s: float = 3600.0) -> None:
+    """Flush a Milvus server's collections and wait until its query node serves every row from
+    sealed segments with their HNSW index (the server indexes no segment under 1024 rows)."""
+    for name in store.names.values():
+        store.client.flush(name)
+    deadline = time.monotonic() + timeout_s
+    for name in store.names.values():
+        while True:
+            index = store.client.describe_index(name, "vector")
+            segments = store.client.list_loaded_segments(name)
+            if (index["pending_index_rows"] == 0 and sum(s.num_rows for s in segments) == index["total_rows"]
+                    and all(s.index_name or s.num_rows < 1024 for s in segments)):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Milvus collection {name} not indexed after {timeout_s:g} s: {index}")
+            time.sleep(1)
+
+
+def write_vectors(settings: Settings, items: list[dict[str, Any]], chunk_rows: list[dict[str, Any]],
+                  real: dict[str, Any], dim: int, seed: int) -> dict[str, float]:
+    """Upsert the graph's and the chunks' vectors (random unit vectors, the ``real`` ones by id;
+    the seed gives every store the same), flush and index them, reopen; seconds of each."""
+    store, rng = open_store(settings, dim), np.random.default_rng([seed, 4])
+    clock = time.perf_counter()
+    for start in range(0, len(items), UPSERT_ROWS):
+        part = items[start : start + UPSERT_ROWS]
+        vectors = [real.get(item["id"], v) for item, v in zip(part, random_unit(rng, len(part), dim))]
+        for kind, rows in vector_rows(part, vectors).items():
+            store.upsert(kind, rows)
+    for start in range(0, len(chunk_rows), UPSERT_ROWS):
+        rows = chunk_rows[start : start + UPSERT_ROWS]
+        store.upsert("chunks", [{**row, "vector": v} for row, v in zip(rows, random_unit(rng, len(rows), dim))])
+    upsert_s, clock = time.perf_counter() - clock, time.perf_counter()
+    if not store.lite:
+        wait_indexed(store)
+    store.close()  # Milvus Lite flushes the rows into indexed segments here
+    index_s, clock = time.perf_counter() - clock, time.perf_counter()
+    open_store(settings, dim).close()
+    return {"upsert_s": round(upsert_s, 1), "index_s": round(index_s, 1), "open_s": round(time.perf_counter() - clock, 1)}
+
+
+def prepare_workspace(router: GraphRouter, chunk_rows: list[dict[str, Any]], stores: dict[str, Settings],
                       real_vector_names: list[str], seed: int) -> dict[str, Any]:
-    """Summaries, manifest and Milvus rows of a merged graph, as an indexing run leaves them."""
+    """Summaries, manifest and Milvus rows of a merged graph, as an indexing run leaves them, with
+    the same vectors in every store (settings per store name; the first one's make the manifest)."""
+    settings = next(iter(stores.values()))
     graph = settings.graph
     started = time.perf_counter()
     todo = router.pending_summaries(graph.summary_max_fragments, graph.summary_max_tokens)
@@ -361,28 +433,40 @@ def prepare_workspace(router: GraphRouter, chunk_rows: list[dict[str, Any]], set
     real = dict(zip((item["id"] for item in named), embedder.embed([item["text"] for item in named])))
     run = IndexRun(settings, progress=None)  # creates the manifest from the settings, as indexing does
     manifests.record_graph(run.workspace, router.counts(), run.manifest.model_copy(update={"embedding_dim": embedder.dim}))
-    vec, rng = settings.vectors, np.random.default_rng([seed, 4])
-    store = MilvusStore(settings.milvus_uri(), embedder.dim, vec.collection_prefix, vec.token, vec.db_name)
-    clock = time.perf_counter()
-    for start in range(0, len(items), UPSERT_ROWS):
-        part = items[start : start + UPSERT_ROWS]
-        vectors = [real.get(item["id"], v) for item, v in zip(part, random_unit(rng, len(part), embedder.dim))]
-        for kind, rows in vector_rows(part, vectors).items():
-            store.upsert(kind, rows)
-    for start in range(0, len(chunk_rows), UPSERT_ROWS):
-        rows = chunk_rows[start : start + UPSERT_ROWS]
-        vectors = random_unit(rng, len(rows), embedder.dim)
-        store.upsert("chunks", [{**row, "vector": v} for row, v in zip(rows, vectors)])
-    upsert_s, clock = time.perf_counter() - clock, time.perf_counter()
-    store.close()  # flushes the rows into indexed segments
-    close_s, clock = time.perf_counter() - clock, time.perf_counter()
-    MilvusStore(settings.milvus_uri(), embedder.dim, vec.collection_prefix, vec.token, vec.db_name).close()
-    open_s = time.perf_counter() - clock
+    milvus = {}
+    for name, store_settings in stores.items():
+        milvus[name] = write_vectors(store_settings, items, chunk_rows, real, embedder.dim, seed)
+        log(f"prepare: vectors into {STORES[name]}: {milvus[name]}")
+    first = next(iter(milvus.values()))
     info = {"summaries": len(todo), "vectors": len(items) + len(chunk_rows), "real_vectors": len(real),
-            "milvus_upsert_s": round(upsert_s, 1), "milvus_close_s": round(close_s, 1),
-            "milvus_open_s": round(open_s, 1), "prepare_s": round(time.perf_counter() - started, 1)}
+            "milvus_upsert_s": first["upsert_s"], "milvus_close_s": first["index_s"], "milvus_open_s": first["open_s"],
+            "milvus": milvus, "prepare_s": round(time.perf_counter() - started, 1)}
     log(f"prepare: {info}")
     return info
+
+
+def copy_changes(changes: list[dict[str, list[Any]]], stores: list[Settings], dim: int) -> int:
+    """Copy what the add step wrote to the first store (vectors of the changed entities and
+    relations, the new documents' chunks) to the other stores; returns the rows copied."""
+    ids = {kind: sorted({item["id"] for c in changes for item in c[kind]}) for kind in ("entities", "relations")}
+    files = sorted({path for c in changes for kind in ids for item in c[kind] for path in item["file_paths"]
+                    if not path.startswith("synthetic/")})
+    opened = [open_store(settings, dim) for settings in stores]
+    source = opened[0]
+    try:
+        rows = {kind: source.client.get(source.names[kind], ids=wanted, output_fields=["*"], consistency_level="Strong")
+                for kind, wanted in ids.items() if wanted}
+        if files:
+            rows["chunks"] = source.client.query(source.names["chunks"], filter=f"file_path in {json.dumps(files)}",
+                                                 output_fields=["*"], consistency_level="Strong")
+        for target in opened[1:]:
+            for kind, kind_rows in rows.items():
+                target.upsert(kind, [dict(row) for row in kind_rows])
+            delete_graph_vectors(target, [i for c in changes for i in c["removed"]])
+    finally:
+        for store in opened:
+            store.close()
+    return sum(len(kind_rows) for kind_rows in rows.values())
 
 
 # ---- 2. add one document ---------------------------------------------------------------------
@@ -442,14 +526,16 @@ def add_document(settings: Settings, path: Path, label: str, router: TimedRouter
     return row, router
 
 
-def add_documents(settings: Settings, docs: list[Path], label: str, sim: ScriptedLLM) -> list[dict[str, Any]]:
-    """The first document with shards started from the snapshot, the second through the same router."""
+def add_documents(settings: Settings, docs: list[Path], label: str,
+                  sim: ScriptedLLM) -> tuple[list[dict[str, Any]], list[dict[str, list[Any]]]]:
+    """The first document with shards started from the snapshot, the second through the same
+    router; (rows, what the router's change feed gave the pipeline)."""
     first, router = add_document(settings, docs[0], label, None, sim)
     try:
         second, _ = add_document(settings, docs[1], label, router, sim)
     finally:
         router.close()
-    return [first, second]
+    return [first, second], router.changes
 
 
 def new_documents(folder: Path, chunks: int, chunking: ChunkingConfig) -> list[Path]:
@@ -469,12 +555,20 @@ def new_documents(folder: Path, chunks: int, chunking: ChunkingConfig) -> list[P
 
 
 # ---- 3. query latency ------------------------------------------------------------------------
-def query_latency(settings: Settings, names: list[str]) -> tuple[list[dict[str, Any]], float]:
-    """Context-only retrieve() per mode for one question per name; (rows, session open s)."""
+def context_ids(context: Any) -> dict[str, set[str]]:
+    """Ids of the entities, relations and chunks of a retrieved context."""
+    return {"entities": {e["id"] for e in context.entities}, "relations": {r["id"] for r in context.relations},
+            "chunks": {c["chunk_id"] for c in context.chunks}}
+
+
+def query_latency(settings: Settings, names: list[str]) -> tuple[list[dict[str, Any]], float, dict[str, list[Any]]]:
+    """Context-only retrieve() per mode for one question per name; (rows, session open s, the
+    context ids of each question per mode)."""
     questions = [f"What is known about {name}?" for name in names]
     started = time.perf_counter()
     loop = asyncio.new_event_loop()
     rows = []
+    retrieved: dict[str, list[dict[str, set[str]]]] = {mode: [] for mode in MODES}
     with LocalSession(settings) as session:
         open_s = time.perf_counter() - started
         for mode in MODES:  # warm-up: first calls load the collections and open connections
@@ -486,6 +580,7 @@ def query_latency(settings: Settings, names: list[str]) -> tuple[list[dict[str, 
                 context, _, _ = loop.run_until_complete(session.engine.retrieve(question, QueryParam(mode=mode)))
                 ms.append((time.perf_counter() - start) * 1000)
                 found += entity_key(name) in {e["key"] for e in context.entities}
+                retrieved[mode].append(context_ids(context))
                 sizes.append((len(context.entities), len(context.relations), len(context.chunks)))
             mean = np.mean(sizes, axis=0)
             rows.append({"mode": mode, "questions": len(ms), "p50_ms": round(float(np.percentile(ms, 50)), 1),
@@ -494,7 +589,24 @@ def query_latency(settings: Settings, names: list[str]) -> tuple[list[dict[str, 
                          "mean_relations": round(float(mean[1]), 1), "mean_passages": round(float(mean[2]), 1)})
             log(f"query {mode}: p50 {rows[-1]['p50_ms']} ms")
     loop.close()
-    return rows, open_s
+    return rows, open_s, retrieved
+
+
+def overlap(base: str, other: str, retrieved: dict[str, dict[str, list[dict[str, set[str]]]]]) -> list[dict[str, Any]]:
+    """Per mode, how far the ids ``other``'s retrieval found agree with ``base``'s (same questions):
+    mean Jaccard per kind, questions with identical sets per kind and for all three."""
+    rows = []
+    for mode in MODES:
+        pairs = list(zip(retrieved[base][mode], retrieved[other][mode]))
+        row: dict[str, Any] = {"stores": f"{other} vs {base}", "mode": mode, "questions": len(pairs)}
+        for kind in ID_KINDS:
+            row[f"{kind}_jaccard"] = round(float(np.mean(
+                [len(a[kind] & b[kind]) / len(a[kind] | b[kind]) if a[kind] | b[kind] else 1.0 for a, b in pairs])), 3)
+            row[f"{kind}_identical"] = sum(a[kind] == b[kind] for a, b in pairs)
+        row["identical"] = sum(a == b for a, b in pairs)
+        row["identical_fraction"] = round(row["identical"] / max(1, len(pairs)), 3)
+        rows.append(row)
+    return rows
 
 
 # ---- output ----------------------------------------------------------------------------------
@@ -550,12 +662,25 @@ def graph_summary(info: dict[str, Any]) -> str:
             f"documents were planted (mentions: max {max(planted, default=0)}, "
             f"{sum(m >= 100 for m in planted)} with 100 or more).")
     if "prepare_s" in info:
+        stores = "; ".join(f"{STORES[name]}: upsert {m['upsert_s']} s, flush and index {m['index_s']} s, reopen "
+                           f"{m['open_s']} s" for name, m in info["milvus"].items())
         text += (f" Preparation (not measured above): {info['summaries']} synthetic summaries, {info['vectors']} "
-                 f"vectors into Milvus Lite in {info['milvus_upsert_s']} s, flush and index on close "
-                 f"{info['milvus_close_s']} s, reopen {info['milvus_open_s']} s; {info['prepare_s']} s in all.")
+                 f"vectors into each store ({stores}); {info['prepare_s']} s in all.")
+    if "copied_rows" in info:
+        text += f" The add step's {info['copied_rows']} changed rows were copied from the first store to the others."
     if "session_open_s" in info:
-        text += f" Query session open (shards from the snapshot, Milvus, model): {info['session_open_s']:.1f} s."
+        opened = ", ".join(f"{STORES[name]} {m['session_open_s']:.1f} s" for name, m in info["milvus"].items()
+                           if "session_open_s" in m)
+        text += f" Query session open (shards from the snapshot, Milvus, model): {opened}."
     return text
+
+
+def overlap_table(rows: list[dict[str, Any]]) -> str:
+    return markdown(
+        ["stores", "mode", "questions", "mean Jaccard entities / relations / chunks",
+         "identical entities / relations / chunks", "identical contexts (all ids)"],
+        [[r["stores"], r["mode"], r["questions"], " / ".join(f"{r[f'{k}_jaccard']:.3f}" for k in ID_KINDS),
+          " / ".join(str(r[f"{k}_identical"]) for k in ID_KINDS), f"{r['identical']}/{r['questions']}"] for r in rows])
 
 
 def targets_table(adds: list[dict[str, Any]], queries: list[dict[str, Any]], info: dict[str, Any]) -> str:
@@ -596,7 +721,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Default size: 16-18 minutes on 2 cores (AMD EPYC), 7-11 of them preparing the add/query "
-        "workspace (27 under heavy load).\nTiny run: --mentions 1000 2000 --entities 500 --shards 1 2 --doc-chunks 2 --questions 5 --no-baseline")
+        "workspace (27 under heavy load).\nTiny run: --mentions 1000 2000 --entities 500 --shards 1 2 --doc-chunks 2 --questions 5 --no-baseline"
+        "\nBoth vector stores, compared: --store lite server (adds the server's start, upsert and HNSW build)")
     parser.add_argument("--mentions", type=int, nargs="+", default=[10_000, 100_000, 1_000_000],
                         help="entity mentions per size (default: 10000 100000 1000000)")
     parser.add_argument("--shards", type=int, nargs="+", default=[1, 2, 4], help="shard counts (default: 1 2 4)")
@@ -616,6 +742,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-baseline", action="store_true", help="skip adding the documents to an empty workspace")
     parser.add_argument("--skip-add", action="store_true", help="skip the add-document step")
     parser.add_argument("--skip-query", action="store_true", help="skip the query step")
+    parser.add_argument("--store", nargs="+", choices=list(STORES), default=["lite"],
+                        help="vector store(s) of the add/query graph: lite (Milvus Lite file in the workspace), server "
+                        "(a Milvus 2.3 standalone server started in a temp dir, HNSW), or both: the add step writes to the "
+                        "first, retrieval runs on each and the retrieved ids are compared (default: lite)")
     parser.add_argument("--workdir", default=None, help="scratch folder, kept (default: a new temp dir, removed)")
     parser.add_argument("--json-out", default=None, help="write every row and setting as JSON here")
     parser.add_argument("--plot", default="bench_scale.png", help="PNG of merge time vs mentions (bench_scale.png)")
@@ -651,6 +781,18 @@ def main(argv: list[str] | None = None) -> None:
     adds: list[dict[str, Any]] = []
     queries: list[dict[str, Any]] = []
     graph_info: dict[str, Any] = {}
+    stores = list(dict.fromkeys(args.store))
+    server = MilvusStandalone(tempfile.mkdtemp(prefix="bench_scale_milvus_")) if "server" in stores else None
+    by_store: dict[str, dict[str, Any]] = {}  # per store: query rows, retrieved ids
+
+    def store_settings(store: str) -> Settings:
+        """The add/query settings with vectors.uri on that store (the server starts on first use)."""
+        if store == "server" and server.process is None:
+            log(f"starting a Milvus server in {server.base_dir}")
+            server.start()
+        uri = server.uri if store == "server" else None  # None: Milvus Lite in the workspace
+        return settings.model_copy(update={"vectors": settings.vectors.model_copy(update={"uri": uri})})
+
     try:
         for mentions, shards in runs:
             work = Workload(corpus, mentions, distinct_for(mentions, args.mentions, args.entities),
@@ -667,7 +809,8 @@ def main(argv: list[str] | None = None) -> None:
                               "planted_names": len(planted), "planted_names_mentions": planted}
 
                 def prepare(router: GraphRouter, chunk_rows: list[dict[str, Any]]) -> None:
-                    graph_info.update(prepare_workspace(router, chunk_rows, settings, question_names, args.seed))
+                    graph_info.update(prepare_workspace(router, chunk_rows, {s: store_settings(s) for s in stores},
+                                                        question_names, args.seed))
 
                 merges.append(merge_run(work, shards, Path(settings.workspace), args.batch_chunks, prepare))
             else:
@@ -680,27 +823,47 @@ def main(argv: list[str] | None = None) -> None:
         if not args.skip_add:
             if not args.no_baseline:
                 empty = settings.model_copy(update={"workspace": str(workdir / "empty")})
-                adds += add_documents(empty, docs, "empty", sim)
-            adds += add_documents(settings, docs, f"{graph_info['entities']}-entity", sim)
+                adds += add_documents(empty, docs, "empty", sim)[0]  # Milvus Lite in its own workspace
+            rows, changes = add_documents(store_settings(stores[0]), docs, f"{graph_info['entities']}-entity", sim)
+            adds += rows
+            if len(stores) > 1:
+                dim = manifests.load(Workspace(settings.workspace)).embedding_dim
+                graph_info["copied_rows"] = copy_changes(changes, [store_settings(s) for s in stores], dim)
         if not args.skip_query:
-            no_llm = settings.model_copy(update={"llm": settings.llm.model_copy(update={"backend": "none"})})
-            queries, graph_info["session_open_s"] = query_latency(no_llm, question_names)
+            for store in stores:
+                log(f"query on {STORES[store]}")
+                on_store = store_settings(store)
+                no_llm = on_store.model_copy(update={"llm": on_store.llm.model_copy(update={"backend": "none"})})
+                rows, open_s, retrieved = query_latency(no_llm, question_names)
+                by_store[store] = {"rows": rows, "retrieved": retrieved}
+                graph_info["milvus"][store]["session_open_s"] = round(open_s, 2)
+            queries = by_store[stores[0]]["rows"]
+            graph_info["session_open_s"] = graph_info["milvus"][stores[0]]["session_open_s"]
     finally:
         sim.stop()
         ray.shutdown()
+        if server is not None:
+            server.stop()
+            shutil.rmtree(server.base_dir, ignore_errors=True)
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
+    retrieved_by_store = {store: value["retrieved"] for store, value in by_store.items()}
+    overlaps = [row for other in stores[1:] if other in by_store for row in overlap(stores[0], other, retrieved_by_store)]
 
     given = argv if argv is not None else sys.argv[1:]
     command = " ".join(shlex.quote(a) for a in ["python", "scripts/bench_scale.py", *given])
     print("## Merge\n")
     print(merge_table(merges))
     if adds:
-        print(f"\n## Add one {args.doc_chunks}-chunk document (simulated LLM, zero latency)\n")
+        print(f"\n## Add one {args.doc_chunks}-chunk document (simulated LLM, zero latency; vectors into "
+              f"{STORES[stores[0]]})\n")
         print(add_table(adds))
-    if queries:
-        print(f"\n## Context-only retrieval on the {graph_info['entities']}-entity graph\n")
-        print(query_table(queries))
+    for store, value in by_store.items():
+        print(f"\n## Context-only retrieval on the {graph_info['entities']}-entity graph, {STORES[store]}\n")
+        print(query_table(value["rows"]))
+    if overlaps:
+        print(f"\n## Retrieved ids compared with {STORES[stores[0]]} (same graph, same questions)\n")
+        print(overlap_table(overlaps))
     if graph_info:
         print(f"\n{graph_summary(graph_info)}")
     if adds or queries:
@@ -713,7 +876,9 @@ def main(argv: list[str] | None = None) -> None:
         Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_out).write_text(json.dumps({
             "command": command, "machine": machine(), "settings": vars(args), "graph": graph_info,
-            "merge": merges, "add": adds, "query": queries}, indent=2), encoding="utf-8")
+            "merge": merges, "add": adds, "query": queries,
+            "query_by_store": {store: value["rows"] for store, value in by_store.items()}, "overlap": overlaps},
+            indent=2), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""scripts/bench_scale.py runs end to end at a tiny size (a subprocess with its own Ray cluster)."""
+"""scripts/bench_scale.py runs end to end at a tiny size (a subprocess with its own Ray cluster and
+Milvus server)."""
 
 from __future__ import annotations
 
@@ -42,16 +43,18 @@ def test_workload_is_deterministic_and_counts_what_it_generates():
 
 
 @pytest.mark.integration  # runs the script in a subprocess with its own Ray cluster
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(480)
 def test_bench_scale_prints_tables_with_consistent_counts(tmp_path):
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "RAY_ADDRESS": "local"}  # own cluster
     out, png = tmp_path / "rows.json", tmp_path / "merge.png"
     command = [sys.executable, str(ROOT / "scripts" / "bench_scale.py"), "--mentions", "1000", "2000",
                "--entities", "500", "--shards", "1", "2", "--doc-chunks", "2", "--questions", "4", "--no-baseline",
+               "--store", "lite", "server",  # Milvus Lite and a Milvus standalone server (started by the script)
                "--workdir", str(tmp_path / "work"), "--json-out", str(out), "--plot", str(png)]
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=290)
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=470)
     assert done.returncode == 0, done.stderr[-3000:]
-    for header in ("| mentions | shards |", "| graph | document |", "| mode | questions | p50 ms |"):
+    for header in ("| mentions | shards |", "| graph | document |", "| mode | questions | p50 ms |", "| stores | mode |",
+                   "graph, Milvus Lite\n", "graph, Milvus server (2.3 standalone, HNSW)\n"):
         assert header in done.stdout, done.stdout
     result = json.loads(out.read_text(encoding="utf-8"))
 
@@ -84,4 +87,16 @@ def test_bench_scale_prints_tables_with_consistent_counts(tmp_path):
         assert r["questions"] == 4 and 0 < r["p50_ms"] <= r["p95_ms"] <= r["max_ms"]
     assert queries["local"]["named_entity_found"] == 4  # the named entities carry real vectors
     assert queries["naive"]["mean_passages"] > 0
+    by_store = result["query_by_store"]
+    assert list(by_store) == ["lite", "server"] and by_store["lite"] == result["query"]
+    for rows in by_store.values():
+        assert [r["mode"] for r in rows] == list(queries)
+        assert all(r["questions"] == 4 and 0 < r["p50_ms"] <= r["p95_ms"] for r in rows)
+    assert {store: m["session_open_s"] > 0 for store, m in result["graph"]["milvus"].items()} == {"lite": True, "server": True}
+    assert result["graph"]["copied_rows"] > 0  # what the add step wrote to Lite, copied to the server
+    # Same vectors, same graph: the two stores retrieve (nearly) the same ids at this size.
+    assert [r["mode"] for r in result["overlap"]] == list(queries)
+    for r in result["overlap"]:
+        assert r["stores"] == "server vs lite" and r["questions"] == 4 and 0 <= r["identical"] <= 4
+        assert min(r["entities_jaccard"], r["relations_jaccard"], r["chunks_jaccard"]) >= 0.9, r
     assert png.stat().st_size > 0

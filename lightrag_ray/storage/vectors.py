@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any, Protocol
@@ -98,16 +99,28 @@ class MilvusStore:
             self._ensure(name)
 
     def _ensure(self, name: str) -> None:
-        if self.client.has_collection(name):
-            fields = self.client.describe_collection(name)["fields"]
-            dim = next(int(f["params"]["dim"]) for f in fields if f["name"] == "vector")
-            if dim != self.dim:
-                raise ValueError(
-                    f"Milvus collection {name} holds {dim}-dimensional vectors but the embedding "
-                    f"model gives {self.dim}; use the model the workspace was built with or a new workspace"
-                )
-            self.client.load_collection(name)
-            return
+        from pymilvus import MilvusException
+
+        if not self.client.has_collection(name):
+            try:
+                self._create(name)
+                return
+            except MilvusException:  # on a server, another process may have just created it: use that one
+                if self.lite or not self.client.has_collection(name):
+                    raise
+        fields = self.client.describe_collection(name)["fields"]
+        dim = next(int(f["params"]["dim"]) for f in fields if f["name"] == "vector")
+        if dim != self.dim:
+            raise ValueError(
+                f"Milvus collection {name} holds {dim}-dimensional vectors but the embedding "
+                f"model gives {self.dim}; use the model the workspace was built with or a new workspace"
+            )
+        deadline = time.monotonic() + 60  # a collection created a moment ago may not have its index yet
+        while not self.lite and not self.client.list_indexes(name) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.client.load_collection(name)
+
+    def _create(self, name: str) -> None:
         if self.lite:
             self.client.create_collection(
                 name, dimension=self.dim, primary_field_name="id", id_type="string", max_length=64,
