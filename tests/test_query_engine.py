@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -155,3 +156,13 @@ def test_answers_need_an_llm():
 
 async def _collect(stream: AsyncIterator[str]) -> list[str]:
     return [piece async for piece in stream]
+
+
+def test_these_tests_need_no_ray_milvus_or_model():
+    import subprocess
+    import sys
+
+    code = "import sys, tests.test_query_engine; print(sorted({'ray', 'pymilvus', 'torch'} & set(sys.modules)))"
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=root)
+    assert done.stdout.strip() == "[]", done.stderr
