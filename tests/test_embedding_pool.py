@@ -50,3 +50,14 @@ def test_pool_retries_batches_of_a_worker_that_died(ray_cluster):
         pool.close()
     assert len(got) == len(TEXTS)
     assert all(np.isclose(np.linalg.norm(v), 1.0, atol=1e-4) for v in got.values())
+
+
+def test_background_pool_runs_at_lower_cpu_priority(ray_cluster):
+    pool = EmbeddingPool(EmbeddingConfig(batch_size=4, num_cpus=0.1), niceness=10)
+    try:
+        pool.submit(_items(TEXTS[:4]))
+        assert len(_collect(pool)) == 4
+        worker_nice = ray.get(pool.workers[0].__ray_call__.remote(lambda self: os.nice(0)))
+    finally:
+        pool.close()
+    assert worker_nice == os.nice(0) + 10

@@ -405,3 +405,22 @@ def test_views_read_between_writes_are_never_stale():
     ann = read.entity("ann")
     assert (ann["name"], ann["type"], ann["description"]) == ("ANN", "place", "Ann, summarised.")
     assert read.relation("ann", "bob")["weight"] == 3.0
+
+
+def test_capped_neighborhood_keeps_exactly_the_best_relations():
+    """Shard-side cutting returns the same top relations as ranking the whole neighbourhood."""
+    from lightrag_ray.core.ranking import rank_local_relations
+
+    rng = random.Random(7)
+    names = [f"N{i}" for i in range(60)]
+    relations = [rel(rng.choice(names[:5]) if rng.random() < 0.5 else rng.choice(names), rng.choice(names),
+                     f"c{i}", weight=float(rng.randint(1, 4))) for i in range(600)]
+    graph = ShardGraph(0, 1)
+    graph.apply(*rows([], [r for r in relations if r.source != r.target]))
+    for trial in range(30):
+        keys = [entity_key(n) for n in rng.sample(names, rng.randint(1, 12))]
+        limit = rng.randint(1, 25)
+        full = rank_local_relations(graph.neighborhood(keys, None)["relations"], keys)[:limit]
+        capped = graph.neighborhood(keys, limit)["relations"]
+        assert len(capped) <= limit
+        assert rank_local_relations(capped, keys)[:limit] == full, (trial, keys, limit)

@@ -64,8 +64,9 @@ def reference_line(number: int, chunk: dict[str, Any]) -> str:
     return f"[{number}] {chunk['file_path']} ({chunk['chunk_id']})"
 
 
-def _fit(header: str, items: list[Any], render, budget: int, encoding: str) -> tuple[list[Any], str]:
-    """The longest prefix of ``items`` whose rendered section stays within ``budget`` tokens."""
+def _fit(header: str, items: list[Any], render, budget: int, encoding: str) -> tuple[list[Any], str, int]:
+    """The longest prefix of ``items`` whose rendered section stays within ``budget`` tokens,
+    the section's text and its token count."""
     kept: list[Any] = []
     lines = [header]
     used = count_tokens(header, encoding)
@@ -78,11 +79,21 @@ def _fit(header: str, items: list[Any], render, budget: int, encoding: str) -> t
         lines.append(line)
         used += cost
     text = "\n".join(lines)
-    while kept and count_tokens(text, encoding) > budget:  # BPE merges across lines: recheck
+    while kept and _near(used, budget) and count_tokens(text, encoding) > budget:  # BPE merges across lines
         kept.pop()
         lines.pop()
         text = "\n".join(lines)
-    return kept, text if kept else ""
+        used = budget  # keep rechecking what is left
+    if not kept:
+        return [], "", 0
+    return kept, text, count_tokens(text, encoding) if used == budget else used
+
+
+def _near(used: int, budget: int) -> bool:
+    """Whether a section counted line by line may exceed its budget when counted whole:
+    cl100k splits words at line breaks, so the two counts differ by a few tokens at most,
+    and only a section within 2% of its budget is re-tokenised whole."""
+    return used > budget * 0.98 - 8
 
 
 def build_context(
@@ -100,12 +111,13 @@ def build_context(
     passages and their reference list get what the graph sections leave.
     """
     total = budgets.max_total_tokens - reserved_tokens
-    kept_e, entity_text = _fit(ENTITY_HEADER, entities, entity_line, min(budgets.max_entity_tokens, total), encoding)
-    left = total - count_tokens(entity_text, encoding)
-    kept_r, relation_text = _fit(
+    kept_e, entity_text, entity_tokens = _fit(
+        ENTITY_HEADER, entities, entity_line, min(budgets.max_entity_tokens, total), encoding)
+    left = total - entity_tokens
+    kept_r, relation_text, relation_tokens = _fit(
         RELATION_HEADER, relations, relation_line, min(budgets.max_relation_tokens, left), encoding
     )
-    left -= count_tokens(relation_text, encoding) + 4  # blank lines between sections
+    left -= relation_tokens + 4  # blank lines between sections
 
     numbered = list(enumerate(chunks, start=1))
     # Passages and their references must fit together; each passage costs its block + reference line.
@@ -127,7 +139,7 @@ def build_context(
         return passages + "\n\n" + refs
 
     passage_text = render_passages(kept_c)
-    while kept_c and count_tokens(passage_text, encoding) > left:
+    while kept_c and _near(used, left) and count_tokens(passage_text, encoding) > left:
         kept_c.pop()
         passage_text = render_passages(kept_c)
 

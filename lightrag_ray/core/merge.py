@@ -68,6 +68,10 @@ def _majority(values: list[str]) -> str:
     return min(v for v, c in counts.items() if c == best)
 
 
+def _pair(a: str, b: str) -> tuple[str, str]:
+    return (a, b) if a < b else (b, a)
+
+
 def _keywords(values: list[str]) -> str:
     words = (w.strip() for value in values for w in value.split(","))
     return ", ".join(dict.fromkeys(w for w in words if w))
@@ -89,10 +93,12 @@ class ShardGraph:
         # read since the item last changed (("e", key) or ("r", a, b)).
         self._names: dict[str, str] = {}
         self._views: dict[tuple[str, ...], dict[str, Any]] = {}
+        self._by_weight: dict[str, list[tuple[str, str]]] = {}  # incident edges, heaviest first
 
     def _forget(self, key: str) -> None:
         self._names.pop(key, None)
         self._views.pop(("e", key), None)
+        self._by_weight.pop(key, None)
 
     # ---- writes -------------------------------------------------------------------
     def owns(self, key: str) -> bool:
@@ -257,15 +263,32 @@ class ShardGraph:
         ``local_relation_order(keys)``, chosen before any view is built, so an entity with
         thousands of relations costs about what a rare one costs."""
         found = [k for k in keys if k in self.graph and self.owns(k)]
-        edges = {(a, b) if a < b else (b, a) for k in found for a, b in self.graph.edges(k)}
-        if max_relations is not None and len(edges) > max_relations:
-            order = local_relation_order(keys)
-            weight = self.graph.edges
-            edges = set(heapq.nsmallest(max_relations, edges, key=lambda e: order(e[0], e[1], weight[e]["weight"])))
-        return {
-            "entities": [self.entity(k) for k in found],
-            "relations": [self.relation(a, b) for a, b in sorted(edges)],
-        }
+        if max_relations is None:
+            edges = sorted({_pair(a, b) for k in found for a, b in self.graph.edges(k)})
+        else:
+            edges = self._best_incident(found, keys, max_relations)
+        return {"entities": [self.entity(k) for k in found], "relations": [self.relation(a, b) for a, b in edges]}
+
+    def _best_incident(self, found: list[str], keys: list[str], limit: int) -> list[tuple[str, str]]:
+        """The first ``limit`` edges incident to ``found`` in ``local_relation_order(keys)``:
+        those joining two of ``keys`` first, then, key by key in rank order, the other
+        edges heaviest first (each key's edges are kept sorted by weight)."""
+        order = local_relation_order(keys)
+        joined = {_pair(k, other) for k in found for other in keys if other != k and self.graph.has_edge(k, other)}
+        chosen = heapq.nsmallest(limit, joined, key=lambda e: order(e[0], e[1], self.graph.edges[e]["weight"]))
+        for key in found:
+            for edge in self._heaviest_edges(key):
+                if len(chosen) >= limit:
+                    return chosen
+                if edge not in joined:
+                    chosen.append(edge)
+        return chosen
+
+    def _heaviest_edges(self, key: str) -> list[tuple[str, str]]:
+        if key not in self._by_weight:
+            edges = (_pair(a, b) for a, b in self.graph.edges(key))
+            self._by_weight[key] = sorted(edges, key=lambda e: (-self.graph.edges[e]["weight"], e))
+        return self._by_weight[key]
 
     def counts(self) -> dict[str, int]:
         """Owned entities and owned relations."""

@@ -9,6 +9,7 @@ texts go out sorted by length (little padding) the moment the graph is final.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,9 +24,12 @@ Item = dict[str, Any]  # kind, id, text, meta (JSON)
 
 @ray.remote
 class EmbedWorker:
-    """One embedding model in one actor."""
+    """One embedding model in one actor; ``niceness`` > 0 lowers its CPU priority (and its
+    compute threads', created after) so that other work on the node comes first."""
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, config: dict[str, Any], niceness: int = 0) -> None:
+        if niceness:
+            os.nice(niceness)
         self.embedder = make_embedder(EmbeddingConfig.model_validate(config))
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -38,11 +42,12 @@ class EmbeddingPool:
     A worker that dies is restarted by Ray and its pending batches are retried there.
     """
 
-    def __init__(self, config: EmbeddingConfig) -> None:
+    def __init__(self, config: EmbeddingConfig, niceness: int = 0) -> None:
         options: dict[str, Any] = {"num_cpus": config.num_cpus, "max_restarts": 3, "max_task_retries": 3}
         if config.num_gpus:
             options["num_gpus"] = config.num_gpus
-        self.workers = [EmbedWorker.options(**options).remote(config.model_dump()) for _ in range(config.actors)]
+        self.workers = [EmbedWorker.options(**options).remote(config.model_dump(), niceness)
+                        for _ in range(config.actors)]
         self.batch_size = config.batch_size * 4
         self.max_in_flight = 2 * len(self.workers)  # one running and one queued per worker
         self.pending: dict[ray.ObjectRef, list[Item]] = {}

@@ -113,12 +113,15 @@ class IndexRun:
     def __init__(
         self, settings: Settings, progress: Progress | None = print_progress,
         router: GraphRouter | None = None, vectors: VectorWriter | None = None,
-        display_names: dict[str, str] | None = None,
+        display_names: dict[str, str] | None = None, niceness: int = 0,
     ) -> None:
         """``router``/``vectors``: reuse open ones (the Serve app) instead of opening them;
-        ``display_names``: file name -> name to record instead of the file's path."""
+        ``display_names``: file name -> name to record instead of the file's path;
+        ``niceness``: lower CPU priority of the embedding actors (a background job on nodes
+        that also answer queries)."""
         self.settings = settings
         self.display_names = display_names or {}
+        self.niceness = niceness
         self.router = router
         self.vectors = vectors
         self.writer: VectorWriter | None = None
@@ -311,7 +314,7 @@ class IndexRun:
             self.report.seconds = round(time.monotonic() - started, 2)
             return self.report
         router = self.router or GraphRouter(self.settings.workspace, self.settings.graph, self.settings.ray.namespace)
-        pool = EmbeddingPool(self.settings.embedding)  # loads the model while the next stages run
+        pool = EmbeddingPool(self.settings.embedding, self.niceness)  # loads the model while the next stages run
         try:
             chunks = self._chunk(docs, todo)
             self.report.chunks = len(chunks)
@@ -359,7 +362,7 @@ def index_paths(
 ) -> IndexReport:
     """Index files or folders into ``settings.workspace`` (incremental and resumable).
 
-    ``opened`` may pass ``router=`` and ``vectors=`` that the caller keeps open, and
-    ``display_names=`` (see IndexRun).
+    ``opened`` may pass ``router=`` and ``vectors=`` that the caller keeps open,
+    ``display_names=`` and ``niceness=`` (see IndexRun).
     """
     return IndexRun(settings, progress, **opened).run(paths)

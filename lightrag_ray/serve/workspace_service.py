@@ -31,6 +31,9 @@ from lightrag_ray.storage.vectors import MilvusStore
 from lightrag_ray.storage.workspace import Workspace
 
 PENDING, PROCESSING, DUPLICATED = "pending", "processing", "duplicated"
+# Insert jobs embed at a lower CPU priority: on a node that also answers queries, the
+# queries come first (measured with scripts/bench_serve.py --during-insert).
+INSERT_NICENESS = 10
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -135,7 +138,7 @@ class WorkspaceService:
             try:
                 report = index_paths(
                     [f"{self.workspace.uri}/inbox/{track_id}"], self.settings, progress=None,
-                    router=self.graph, vectors=self.vectors, display_names=job["files"],
+                    router=self.graph, vectors=self.vectors, display_names=job["files"], niceness=INSERT_NICENESS,
                 )
             except Exception as exc:  # the job fails, the service stays up
                 job = {**self.jobs[track_id], "status": doc_status.FAILED, "error": f"{type(exc).__name__}: {exc}"}
