@@ -13,7 +13,7 @@ from lightrag_ray.query.engine import QueryParam, QueryResult
 from lightrag_ray.query.session import LocalSession
 from lightrag_ray.storage.workspace import Workspace
 
-SAMPLE = Path(__file__).parent / "data" / "christmas_carol.txt"
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "christmas_carol.txt"  # lightrag_ray/data
 QUESTIONS = (
     "Who is Jacob Marley and what does his ghost tell Scrooge?",
     "How does Bob Cratchit's family celebrate Christmas?",
