@@ -73,6 +73,8 @@ def test_local_finds_the_named_entity_and_its_one_hop_neighbours(session, llm):
     top = context.relations[0]
     assert entity_key("Maria Lopez") in (top["source_key"], top["target_key"])
     assert context.chunks[0]["file_path"].endswith("astronomy.txt")
+    # the synchronous helper of the public API gives the same context
+    assert session.retrieve("What did Maria Lopez do?", QueryParam(mode="local")).to_dict() == context.to_dict()
 
 
 def test_global_finds_a_relation_by_its_theme_keywords(session, llm):
@@ -136,6 +138,7 @@ def test_generation_cites_the_context_with_history_and_streams(session, llm):
     answer_messages = llm.requests[-1][1]
     assert "[1]" in answer_messages[0]["content"] and answer_messages[1:3] == history
     assert result.answer.startswith("Answer based on the context [1].")
+    assert session.query("What did Maria Lopez discover?").answer.startswith("Answer based on the context [1].")
 
     async def collect():
         return [piece async for piece in session.engine.stream("What did Maria Lopez discover?")]
