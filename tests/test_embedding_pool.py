@@ -52,12 +52,16 @@ def test_pool_retries_batches_of_a_worker_that_died(ray_cluster):
     assert all(np.isclose(np.linalg.norm(v), 1.0, atol=1e-4) for v in got.values())
 
 
-def test_background_pool_runs_at_lower_cpu_priority(ray_cluster):
-    pool = EmbeddingPool(EmbeddingConfig(batch_size=4, num_cpus=0.1), niceness=10)
+def _worker_niceness(niceness: int) -> int:
+    pool = EmbeddingPool(EmbeddingConfig(batch_size=4, num_cpus=0.1), niceness=niceness)
     try:
         pool.submit(_items(TEXTS[:4]))
         assert len(_collect(pool)) == 4
-        worker_nice = ray.get(pool.workers[0].__ray_call__.remote(lambda self: os.nice(0)))
+        return ray.get(pool.workers[0].__ray_call__.remote(lambda self: os.nice(0)))
     finally:
         pool.close()
-    assert worker_nice == os.nice(0) + 10
+
+
+def test_background_pool_runs_at_lower_cpu_priority(ray_cluster):
+    plain, background = _worker_niceness(0), _worker_niceness(10)
+    assert background == min(19, plain + 10) and background > plain  # Ray's workers may start above 0
