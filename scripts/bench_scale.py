@@ -97,6 +97,7 @@ from lightrag_ray.storage.vectors import (  # noqa: E402
     MilvusStore,
     delete_graph_vectors,
     graph_vector_items,
+    open_store,
     vector_rows,
 )
 from lightrag_ray.storage.workspace import Workspace  # noqa: E402
@@ -365,12 +366,6 @@ def random_unit(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
     """``n`` random unit vectors (float32)."""
     vectors = rng.standard_normal((n, dim)).astype(np.float32)
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-
-
-def open_store(settings: Settings, dim: int) -> MilvusStore:
-    """The MilvusStore of the settings' vectors.uri (Milvus Lite in the workspace by default)."""
-    vec = settings.vectors
-    return MilvusStore(settings.milvus_uri(), dim, vec.collection_prefix, vec.token, vec.db_name)
 
 
 def wait_indexed(store: MilvusStore, timeout_s: float = 3600.0) -> None:

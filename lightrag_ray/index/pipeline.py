@@ -33,12 +33,12 @@ from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph_router import GraphRouter
 from lightrag_ray.storage.vector_owner import ActorVectorWriter, VectorStoreActor
 from lightrag_ray.storage.vectors import (
-    MilvusStore,
     VectorWriter,
     chunk_vector_item,
     delete_graph_vectors,
     graph_vector_items,
     is_server_uri,
+    open_store,
     vector_rows,
 )
 from lightrag_ray.storage.workspace import Workspace
@@ -290,7 +290,7 @@ class IndexRun:
         vec = self.settings.vectors
         uri = self.settings.milvus_uri()
         if is_server_uri(uri):  # a server takes writes from any process: no owner actor to lose
-            return MilvusStore(uri, dim, vec.collection_prefix, vec.token, vec.db_name)
+            return open_store(self.settings, dim)
         actor = VectorStoreActor.options(num_cpus=0.1).remote(uri, dim, vec.collection_prefix, vec.token, vec.db_name)
         return ActorVectorWriter(actor)
 

@@ -14,7 +14,7 @@ from lightrag_ray.ray_runtime import ensure_ray
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph_reader import ShardReader
 from lightrag_ray.storage.graph_router import GraphRouter
-from lightrag_ray.storage.vectors import MilvusStore
+from lightrag_ray.storage.vectors import open_store
 from lightrag_ray.storage.workspace import Workspace
 
 
@@ -29,12 +29,10 @@ class LocalSession:
         ensure_ray(settings)
         self.embedder = make_embedder(settings.embedding)
         manifests.check_embedding_dim(manifest, self.embedder.dim, settings.embedding.model)
-        vec = settings.vectors
-        self.vectors = MilvusStore(settings.milvus_uri(), self.embedder.dim, vec.collection_prefix, vec.token, vec.db_name)
+        self.vectors = open_store(settings, self.embedder.dim)
         graph = settings.graph.model_copy(update={"num_shards": manifest.num_shards})
         self.graph = GraphRouter(settings.workspace, graph, settings.ray.namespace)  # owns the shard actors
-        reader = ShardReader(settings.workspace, graph.num_shards, graph.replicas, settings.ray.namespace,
-                             graph.read_timeout_s)
+        reader = ShardReader.for_settings(settings, graph.num_shards)
         self.llm = make_llm_client(settings.llm) if settings.llm.backend != "none" else None
         self.engine = QueryEngine(settings, ThreadedEmbedder(self.embedder), ThreadedVectorIndex(self.vectors),
                                   reader, self.llm)

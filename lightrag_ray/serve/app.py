@@ -50,7 +50,7 @@ from lightrag_ray.serve.deployments import (
 from lightrag_ray.serve.http_guard import RequestGuard
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph_reader import GraphUnavailableError, ShardReader
-from lightrag_ray.storage.vectors import MilvusStore, is_server_uri
+from lightrag_ray.storage.vectors import is_server_uri, open_store
 from lightrag_ray.storage.workspace import Workspace
 
 API_KEY_ENV = "LIGHTRAG_RAY_API_KEY"
@@ -119,16 +119,11 @@ class Ingress:
             if self.query_engine is None:
                 settings = self.settings
                 manifest = await asyncio.to_thread(manifests.load, Workspace(settings.workspace))
-                graph = settings.graph
-                reader = ShardReader(settings.workspace, manifest.num_shards or graph.num_shards, graph.replicas,
-                                     settings.ray.namespace, graph.read_timeout_s)
+                reader = ShardReader.for_settings(settings, manifest.num_shards or settings.graph.num_shards)
                 vectors: VectorIndex = HandleVectorIndex(self.workspace)
                 if is_server_uri(settings.milvus_uri()):
                     dim = manifest.embedding_dim or await self.embedder.dimension.remote()
-                    vec = settings.vectors
-                    store = await asyncio.to_thread(MilvusStore, settings.milvus_uri(), dim, vec.collection_prefix,
-                                                    vec.token, vec.db_name)
-                    vectors = ThreadedVectorIndex(store)
+                    vectors = ThreadedVectorIndex(await asyncio.to_thread(open_store, settings, dim))
                 self.query_engine = QueryEngine(settings, HandleEmbedder(self.embedder), vectors, reader, self.llm)
         return self.query_engine
 

@@ -20,6 +20,7 @@ from ray import serve
 from lightrag_ray.config import EmbeddingConfig, LLMConfig, Settings
 from lightrag_ray.models.embedding import make_embedder
 from lightrag_ray.models.llm import LLMClient, LLMError, Messages, make_llm_client
+from lightrag_ray.query.stores import ThreadedVectorIndex
 
 
 class HandleEmbedder:
@@ -177,10 +178,12 @@ class WorkspaceDeployment:
         await self._service()
 
     async def search(self, kind: str, vectors: Any, top_k: int, output_fields: list[str]):
-        return await self._call("search", kind, vectors, top_k, output_fields)
+        """Vector search in the Milvus (Lite) store this replica owns."""
+        return await ThreadedVectorIndex((await self._service()).vectors).search(kind, vectors, top_k, output_fields)
 
     async def get(self, kind: str, ids: list[str], output_fields: list[str]):
-        return await self._call("get", kind, ids, output_fields)
+        """Stored rows by id from the Milvus (Lite) store this replica owns."""
+        return await ThreadedVectorIndex((await self._service()).vectors).get(kind, ids, output_fields)
 
     async def subgraph(self, label: str, max_depth: int, max_nodes: int):
         return await self._call("subgraph", label, max_depth, max_nodes)

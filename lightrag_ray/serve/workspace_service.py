@@ -27,7 +27,7 @@ from lightrag_ray.models.embedding import Embedder
 from lightrag_ray.storage import doc_status
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph_router import GraphRouter
-from lightrag_ray.storage.vectors import MilvusStore
+from lightrag_ray.storage.vectors import open_store
 from lightrag_ray.storage.workspace import Workspace
 
 PENDING, PROCESSING, DUPLICATED = "pending", "processing", "duplicated"
@@ -61,8 +61,7 @@ class WorkspaceService:
             update={"graph": settings.graph.model_copy(update={"num_shards": shards})}
         )
         self.embedder = embedder
-        vec = settings.vectors
-        self.vectors = MilvusStore(settings.milvus_uri(), embedder.dim, vec.collection_prefix, vec.token, vec.db_name)
+        self.vectors = open_store(settings, embedder.dim)
         self.graph = GraphRouter(self.settings.workspace, self.settings.graph, self.settings.ray.namespace,
                                  keep_alive=True)
         self.write_lock = threading.Lock()
@@ -70,13 +69,7 @@ class WorkspaceService:
             job["track_id"]: job for job in map(json.loads, self._track_files())
         }
 
-    # ---- lookups for the query replicas ------------------------------------------------
-    def search(self, kind: str, vectors: Any, top_k: int, output_fields: list[str]) -> list[list[dict[str, Any]]]:
-        return self.vectors.search(kind, vectors, top_k, "", output_fields)
-
-    def get(self, kind: str, ids: list[str], output_fields: list[str]) -> list[dict[str, Any]]:
-        return self.vectors.get(kind, ids, output_fields)
-
+    # ---- graph views for the graph routes ------------------------------------------------
     def subgraph(self, label: str, max_depth: int, max_nodes: int) -> dict[str, Any]:
         return subgraph(self.graph, label, max_depth, max_nodes)
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import ray
 
+from lightrag_ray.config import Settings
 from lightrag_ray.storage.graph_calls import merge_fetch, merge_neighborhood, plan_fetch, plan_neighborhood, shard_actor_name
 
 RETRY_DELAY_S = 0.2
@@ -37,6 +38,12 @@ class ShardReader:
         self.timeout_s = timeout_s
         self._handles: dict[tuple[int, int], Any] = {}
         self._turn = itertools.count()
+
+    @classmethod
+    def for_settings(cls, settings: Settings, num_shards: int) -> "ShardReader":
+        """The reader of ``settings.workspace``'s ``num_shards`` shards (the manifest's count)."""
+        graph = settings.graph
+        return cls(settings.workspace, num_shards, graph.replicas, settings.ray.namespace, graph.read_timeout_s)
 
     def _handle(self, shard: int, replica: int) -> Any:
         key = (shard, replica)

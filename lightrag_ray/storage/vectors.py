@@ -16,6 +16,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from lightrag_ray.config import Settings
+
 KINDS = ("entities", "relations", "chunks")
 RELATION_META = ("source", "target", "source_key", "target_key", "keywords")
 # Open MilvusStores per Milvus Lite file in this process (they share one in-process server).
@@ -76,6 +78,12 @@ def delete_graph_vectors(writer: VectorWriter, removed_ids: list[str]) -> None:
 
 def is_server_uri(uri: str) -> bool:
     return uri.startswith(("http://", "https://", "tcp://", "grpc://"))
+
+
+def open_store(settings: Settings, dim: int) -> "MilvusStore":
+    """The MilvusStore of the settings' ``vectors.uri`` (Milvus Lite in the workspace by default)."""
+    vec = settings.vectors
+    return MilvusStore(settings.milvus_uri(), dim, vec.collection_prefix, vec.token, vec.db_name)
 
 
 class MilvusStore:
