@@ -93,29 +93,30 @@ class QueryEngine:
         return hits[0]
 
     async def _graph_items(self, mode: str, ll_vector: Any, hl_vector: Any, top_k: int) -> tuple[list, list]:
-        local_e: list[dict[str, Any]] = []
-        local_r: list[dict[str, Any]] = []
-        global_e: list[dict[str, Any]] = []
-        global_r: list[dict[str, Any]] = []
         want_local, want_global = mode in ("local", "hybrid", "mix"), mode in ("global", "hybrid", "mix")
-        searches = await asyncio.gather(
-            self._search("entities", ll_vector, top_k) if want_local else _nothing(),
-            self._search("relations", hl_vector, top_k) if want_global else _nothing(),
-        )
-        entity_hits, relation_hits = searches
-        if entity_hits:
-            keys = [hit["key"] for hit in entity_hits]
-            found = await self.graph.neighborhood(keys, top_k)  # shards cut to top_k before building views
-            by_key = {e["key"]: e for e in found["entities"]}
-            local_e = [by_key[k] for k in keys if k in by_key]
-            local_r = rank_local_relations(found["relations"], keys)[:top_k]
-        if relation_hits:
-            pairs = [(hit["source_key"], hit["target_key"]) for hit in relation_hits]
-            ends = [key for pair in pairs for key in pair]
-            found = await self.graph.fetch(ends, pairs)
-            global_r = found["relations"]
-            global_e = found["entities"][:top_k]
+        (local_e, local_r), (global_e, global_r) = await asyncio.gather(
+            self._local_items(ll_vector, top_k) if want_local else _no_items(),
+            self._global_items(hl_vector, top_k) if want_global else _no_items(),
+        )  # both levels at once: one vector search and one graph round each, side by side
         return interleave(local_e, global_e), interleave(local_r, global_r)
+
+    async def _local_items(self, ll_vector: Any, top_k: int) -> tuple[list, list]:
+        """Entities found by the low-level keywords, their top relations."""
+        keys = [hit["key"] for hit in await self._search("entities", ll_vector, top_k)]
+        if not keys:
+            return [], []
+        found = await self.graph.neighborhood(keys, top_k)  # shards cut to top_k before building views
+        by_key = {e["key"]: e for e in found["entities"]}
+        return [by_key[k] for k in keys if k in by_key], rank_local_relations(found["relations"], keys)[:top_k]
+
+    async def _global_items(self, hl_vector: Any, top_k: int) -> tuple[list, list]:
+        """Relations found by the high-level keywords, their end entities."""
+        hits = await self._search("relations", hl_vector, top_k)
+        if not hits:
+            return [], []
+        pairs = [(hit["source_key"], hit["target_key"]) for hit in hits]
+        found = await self.graph.fetch([key for pair in pairs for key in pair], pairs)
+        return found["entities"][:top_k], found["relations"]
 
     async def _chunks(self, ids: list[str]) -> list[dict[str, Any]]:
         rows = await self.vectors.get("chunks", ids, CHUNK_FIELDS)
@@ -197,5 +198,5 @@ class QueryEngine:
         return prompts.answer_messages(question, text, param.history, param.response_type)
 
 
-async def _nothing() -> list[dict[str, Any]]:
-    return []
+async def _no_items() -> tuple[list, list]:
+    return [], []
