@@ -21,6 +21,7 @@ import logging
 import os
 import platform
 import shlex
+import shutil
 import socket
 import sys
 import tempfile
@@ -53,8 +54,9 @@ SETTINGS = {"llm": {"backend": "none"}, "extraction": {"mode": "fast"}}
 
 
 def start_app(workspace: Path, corpus: str | None, replicas: int) -> str:
-    """Index ``corpus`` (default: the bundled sample) if needed, start Ray (once) and the app
-    with ``replicas`` ingress replicas; returns its URL."""
+    """Index ``corpus`` (default: the bundled sample) into ``workspace/base`` if needed, start
+    Ray (once) and the app with ``replicas`` ingress replicas over a fresh copy of it (so an
+    earlier run's insert does not grow the graph of the next); returns its URL."""
     import ray
     from ray import serve
 
@@ -66,15 +68,18 @@ def start_app(workspace: Path, corpus: str | None, replicas: int) -> str:
     if not ray.is_initialized():
         ray.init(include_dashboard=False, logging_level=logging.WARNING)
         ray.data.DataContext.get_current().enable_progress_bars = False
-    if not (workspace / "manifest.json").exists():
+    base, served = workspace / "base", workspace / f"served-{replicas}"
+    if not (base / "manifest.json").exists():
         source = corpus or str(SAMPLE)
-        report = index_paths([source], load_settings(overrides={**SETTINGS, "workspace": str(workspace)}), None)
+        report = index_paths([source], load_settings(overrides={**SETTINGS, "workspace": str(base)}), None)
         print(f"indexed {source}: {report.chunks} chunks, {report.entities} entities, "
               f"{report.relations} relations in {report.seconds:.0f} s", file=sys.stderr)
     serve.shutdown()
+    shutil.rmtree(served, ignore_errors=True)
+    shutil.copytree(base, served)
     port = _free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config={"log_level": "WARNING"})
-    app = build_app(AppArgs(workspace=str(workspace), settings=SETTINGS, ingress_replicas=replicas))
+    app = build_app(AppArgs(workspace=str(served), settings=SETTINGS, ingress_replicas=replicas))
     serve.run(app, name="lightrag", route_prefix="/")
     return f"http://127.0.0.1:{port}"
 

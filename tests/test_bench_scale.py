@@ -85,7 +85,9 @@ def test_bench_scale_prints_tables_with_consistent_counts(tmp_path):
     assert list(queries) == ["naive", "local", "global", "hybrid", "mix"]
     for r in queries.values():
         assert r["questions"] == 4 and 0 < r["p50_ms"] <= r["p95_ms"] <= r["max_ms"]
-    assert queries["local"]["named_entity_found"] == 4  # the named entities carry real vectors
+    # The named entities carry the vector of their name; the add step re-embeds one of them
+    # with its "name + description" text, which need not stand out among the synthetic vectors.
+    assert queries["local"]["named_entity_found"] >= 3
     assert queries["naive"]["mean_passages"] > 0
     by_store = result["query_by_store"]
     assert list(by_store) == ["lite", "server"] and by_store["lite"] == result["query"]
@@ -100,3 +102,25 @@ def test_bench_scale_prints_tables_with_consistent_counts(tmp_path):
         assert r["stores"] == "server vs lite" and r["questions"] == 4 and 0 <= r["identical"] <= 4
         assert min(r["entities_jaccard"], r["relations_jaccard"], r["chunks_jaccard"]) >= 0.9, r
     assert png.stat().st_size > 0
+
+
+@pytest.mark.integration  # the CI size: 100k mentions, 20k entities, both stores
+@pytest.mark.timeout(900)
+def test_bench_scale_at_100k_mentions_serves_both_stores_alike(tmp_path):
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "RAY_ADDRESS": "local"}
+    out = tmp_path / "rows.json"
+    command = [sys.executable, str(ROOT / "scripts" / "bench_scale.py"), "--mentions", "100000", "--entities", "20000",
+               "--shards", "2", "--skip-add", "--questions", "10", "--store", "lite", "server",
+               "--workdir", str(tmp_path / "work"), "--json-out", str(out), "--plot", str(tmp_path / "merge.png")]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=880)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert result["graph"]["entities"] == 20000 and result["graph"]["relations"] > 20000
+    for store in ("lite", "server"):
+        rows = result["query_by_store"][store]
+        assert [r["mode"] for r in rows] == ["naive", "local", "global", "hybrid", "mix"]
+        for r in rows:
+            assert r["questions"] == 10 and 0 < r["p50_ms"] <= r["p95_ms"] <= r["max_ms"]
+        assert {r["mode"]: r["named_entity_found"] for r in rows}["local"] >= 8  # found by the vector of their name
+    for r in result["overlap"]:  # exact-ish search on both: the same contexts up to ANN tie order
+        assert min(r["entities_jaccard"], r["relations_jaccard"], r["chunks_jaccard"]) >= 0.95, r
