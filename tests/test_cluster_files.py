@@ -61,10 +61,12 @@ def _render_module():
     return module
 
 
-RAYCLUSTER, RAYJOB, RAYSERVICE = (_one(KUBERAY / f) for f in ("raycluster.yaml", "rayjob.yaml", "rayservice.yaml"))
+RAYCLUSTER, RAYJOB, RAYJOB_GPU, RAYSERVICE = (
+    _one(KUBERAY / f) for f in ("raycluster.yaml", "rayjob.yaml", "rayjob-gpu.yaml", "rayservice.yaml"))
 CLUSTER_SPECS = {  # every RayClusterSpec in the manifests
     "RayCluster": RAYCLUSTER["spec"],
     "RayJob": RAYJOB["spec"]["rayClusterSpec"],
+    "RayJob-GPU": RAYJOB_GPU["spec"]["rayClusterSpec"],
     "RayService": RAYSERVICE["spec"]["rayClusterConfig"],
 }
 CONFIGMAPS = {d["metadata"]["name"]: d for d in _docs(KUBERAY / "configmap.yaml")}
@@ -163,7 +165,8 @@ KUBERAY_SCHEMAS = {
 def test_every_yaml_file_parses():
     files = sorted(CLUSTER.rglob("*.yaml"))
     assert {f.relative_to(CLUSTER).as_posix() for f in files} >= {
-        "ray-cluster.yaml", "kuberay/raycluster.yaml", "kuberay/rayjob.yaml", "kuberay/rayservice.yaml",
+        "ray-cluster.yaml", "kuberay/raycluster.yaml", "kuberay/rayjob.yaml", "kuberay/rayjob-gpu.yaml",
+        "kuberay/rayservice.yaml",
         "kuberay/configmap.yaml", "kuberay/secret.example.yaml"}
     for path in files:
         docs = _docs(path)
@@ -179,6 +182,15 @@ def test_kuberay_manifest_has_the_fields_its_kind_requires(kind):
     manifest = {"RayCluster": RAYCLUSTER, "RayJob": RAYJOB, "RayService": RAYSERVICE}[kind]
     assert manifest["kind"] == kind
     jsonschema.validate(manifest, KUBERAY_SCHEMAS[kind])
+
+
+def test_gpu_rayjob_has_the_fields_a_rayjob_requires():
+    assert RAYJOB_GPU["kind"] == "RayJob"
+    jsonschema.validate(RAYJOB_GPU, KUBERAY_SCHEMAS["RayJob"])
+    bad = copy.deepcopy(RAYJOB_GPU)
+    bad["spec"]["rayClusterSpec"]["workerGroupSpecs"][1]["maxReplica"] = 4
+    with pytest.raises(jsonschema.ValidationError, match="maxReplica"):
+        jsonschema.validate(bad, KUBERAY_SCHEMAS["RayJob"])
 
 
 def test_the_kuberay_schema_catches_typos():
@@ -204,7 +216,7 @@ def test_head_does_no_work_and_groups_autoscale(kind):
     assert len({g["groupName"] for g in workers}) == len(workers)
 
 
-@pytest.mark.parametrize("kind", ["RayCluster", "RayService"])
+@pytest.mark.parametrize("kind", ["RayCluster", "RayJob-GPU", "RayService"])
 def test_gpu_worker_group_requests_nvidia_gpus(kind):
     gpu_groups = [g for g in CLUSTER_SPECS[kind]["workerGroupSpecs"] if _gpus(g) >= 1]
     assert gpu_groups, f"{kind} needs a worker group with resources.limits nvidia.com/gpu"
@@ -287,6 +299,42 @@ def test_rayjob_indexes_object_storage_into_the_shared_workspace():
     assert settings.workspace == CONFIGMAPS[SHARED_CONFIG]["data"]["LIGHTRAG_RAY__WORKSPACE"]
     assert settings.workspace.startswith("s3://") and settings.milvus_uri().startswith("http")
     assert settings.llm.backend == "openai" and settings.extraction.mode == "llm"
+
+
+def _gpu_job_settings() -> Settings:
+    """The settings the GPU RayJob's driver ends up with: flags over the head's environment."""
+    from lightrag_ray.cli.main import _overrides, _parser
+
+    argv = shlex.split(RAYJOB_GPU["spec"]["entrypoint"])
+    assert argv[:2] == ["lightrag-ray", "index"]
+    args = _parser().parse_args(argv[1:])
+    (head,) = RAYJOB_GPU["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]
+    environ = {**CONFIGMAPS[SHARED_CONFIG]["data"], **{e["name"]: e["value"] for e in head.get("env", [])}}
+    return load_settings(args.config, _overrides(args), environ=environ)
+
+
+def test_gpu_rayjob_runs_vllm_engines_that_fit_its_gpu_group():
+    from ray.data.llm import vLLMEngineProcessorConfig
+
+    from lightrag_ray.models.llm_processor import vllm_processor_config
+
+    spec = RAYJOB_GPU["spec"]
+    assert spec["shutdownAfterJobFinishes"] is True and spec["ttlSecondsAfterFinished"] > 0
+    settings = _gpu_job_settings()
+    assert settings.llm.backend == "vllm" and settings.extraction.mode == "llm"
+    assert settings.workspace.startswith("s3://") and settings.milvus_uri().startswith("http")
+    config = vLLMEngineProcessorConfig(**vllm_processor_config(settings.llm, settings.extraction))
+    assert config.concurrency == settings.extraction.actors
+    # every pod has the vLLM image (the driver checks vLLM before it starts; CPU workers run
+    # the tokenizer stages), and the engines fit the GPU group
+    groups = list(_groups(spec["rayClusterSpec"]))
+    assert all(c["image"] == IMAGES["gpu"] for _, g, _ in groups for c in g["template"]["spec"]["containers"])
+    (gpu,) = [g for _, g, head in groups if not head and _gpus(g) >= 1]
+    gpus_per_engine = settings.extraction.num_gpus or 1.0  # 0 means one whole GPU
+    assert gpus_per_engine <= _gpus(gpu), "an engine (tensor parallel) must fit in one pod"
+    engines_per_pod = int(_gpus(gpu) // gpus_per_engine) if gpus_per_engine >= 1 else int(_gpus(gpu) / gpus_per_engine)
+    assert gpu["maxReplicas"] * engines_per_pod >= settings.extraction.actors
+    assert any(_gpus(g) == 0 for _, g, head in groups if not head), "CPU workers for shards and tokenizers"
 
 
 def test_rayservice_serve_config_passes_rays_schema_and_the_apps_args():

@@ -201,6 +201,8 @@ def test_concurrency_is_bounded(server: ScriptedLLM) -> None:
 
 def test_make_llm_client() -> None:
     assert isinstance(make_llm_client(LLMConfig(backend="openai")), OpenAICompatibleClient)
+    # openai-batch batches indexing through ray.data.llm; queries use the same server's client
+    assert isinstance(make_llm_client(LLMConfig(backend="openai-batch")), OpenAICompatibleClient)
     with pytest.raises(ValueError, match="ray.data.llm"):
         make_llm_client(LLMConfig(backend="vllm"))
     with pytest.raises(ValueError, match="no LLM configured"):

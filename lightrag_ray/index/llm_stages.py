@@ -17,7 +17,7 @@ from lightrag_ray.config import Settings
 from lightrag_ray.core import prompts
 from lightrag_ray.core.parsing import parse_extraction
 from lightrag_ray.core.records import Extraction
-from lightrag_ray.index.summaries import summarize
+from lightrag_ray.index.summaries import summarize, summary_limits
 from lightrag_ray.models.llm import LLMError, make_llm_client
 from lightrag_ray.storage.extraction_cache import extraction_fingerprint, to_row, write_rows
 from lightrag_ray.storage.workspace import Workspace
@@ -63,9 +63,7 @@ class ExtractChunks(_LLMStage):
         try:
             answer = await self.client.complete(messages)
             requests += 1
-            result = parse_extraction(answer, chunk["chunk_id"], chunk["file_path"])
-            if _unusable(answer, result):
-                raise LLMError(f"unparseable LLM output ({result.dropped} malformed records): {answer[:120]!r}")
+            result = extraction_result(answer, chunk["chunk_id"], chunk["file_path"])
             for _ in range(ex.gleaning_rounds):
                 messages = prompts.gleaning_messages(messages, answer)
                 answer = await self.client.complete(messages)
@@ -82,11 +80,13 @@ class ExtractChunks(_LLMStage):
         return {**row, "error": ""}
 
 
-def _unusable(answer: str, result: Extraction) -> bool:
-    """No records and no sign of a finished answer: treat the chunk as failed."""
-    return not (result.entities or result.relations) and (
-        result.dropped > 0 or prompts.COMPLETE not in answer
-    )
+def extraction_result(answer: str, chunk_id: str, file_path: str) -> Extraction:
+    """The records of an extraction answer; LLMError when it is unusable: no records and no
+    sign of a finished answer (the chunk then counts as failed and is retried next run)."""
+    result = parse_extraction(answer, chunk_id, file_path)
+    if not (result.entities or result.relations) and (result.dropped > 0 or prompts.COMPLETE not in answer):
+        raise LLMError(f"unparseable LLM output ({result.dropped} malformed records): {answer[:120]!r}")
+    return result
 
 
 class SummarizeItems(_LLMStage):
@@ -96,12 +96,9 @@ class SummarizeItems(_LLMStage):
         return _columns(self._run_all([self._summarize(row) for row in _rows(batch)]))
 
     async def _summarize(self, item: dict[str, Any]) -> dict[str, Any]:
-        graph = self.settings.graph
         try:
             summary = await summarize(
-                self.client, item["kind"], item["name"], list(item["fragments"]),
-                language=self.settings.extraction.language, target_tokens=graph.summary_target_tokens,
-                max_input_tokens=graph.summary_max_tokens * 4,
+                self.client, item["kind"], item["name"], list(item["fragments"]), **summary_limits(self.settings)
             )
         except LLMError as exc:
             return {"hash": item["hash"], "summary": "", "error": str(exc)}

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+from lightrag_ray.config import Settings
 from lightrag_ray.core import prompts
 from lightrag_ray.core.tokenizer import count_tokens
-from lightrag_ray.models.llm import LLMClient
+from lightrag_ray.models.llm import LLMClient, Messages
 
 
 def _groups(fragments: list[str], max_input_tokens: int) -> list[list[str]]:
@@ -23,18 +25,29 @@ def _groups(fragments: list[str], max_input_tokens: int) -> list[list[str]]:
     return groups
 
 
-async def summarize(
-    client: LLMClient, kind: str, name: str, fragments: list[str], *,
-    language: str, target_tokens: int, max_input_tokens: int,
-) -> str:
-    """One description from many: summarise groups that fit a prompt, then their summaries."""
+def summary_limits(settings: Settings) -> dict[str, Any]:
+    """The keyword arguments of ``level_messages`` and ``summarize`` from the settings."""
+    graph = settings.graph
+    return {"language": settings.extraction.language, "target_tokens": graph.summary_target_tokens,
+            "max_input_tokens": graph.summary_max_tokens * 4}
+
+
+def level_messages(
+    kind: str, name: str, fragments: list[str], *, language: str, target_tokens: int, max_input_tokens: int,
+) -> list[Messages]:
+    """The prompts of one map-reduce level: one per group of fragments that fits a prompt."""
+    return [
+        prompts.summary_messages(kind, name, group, language, target_tokens)
+        for group in _groups(fragments, max_input_tokens)
+    ]
+
+
+async def summarize(client: LLMClient, kind: str, name: str, fragments: list[str], **limits: Any) -> str:
+    """One description from many: summarise groups that fit a prompt, then their summaries
+    (``limits``: see ``summary_limits``)."""
     while True:
-        groups = _groups(fragments, max_input_tokens)
         answers = await asyncio.gather(
-            *(
-                client.complete(prompts.summary_messages(kind, name, group, language, target_tokens))
-                for group in groups
-            )
+            *(client.complete(messages) for messages in level_messages(kind, name, fragments, **limits))
         )
         fragments = [answer.strip() for answer in answers]
         if len(fragments) == 1:

@@ -32,8 +32,9 @@ class LLMClient(Protocol):
 
 
 def make_llm_client(config: LLMConfig) -> LLMClient:
-    """The client for ``config.backend`` (openai or transformers)."""
-    if config.backend == "openai":
+    """The client for ``config.backend``: openai (and openai-batch, whose server answers
+    queries through this client; only indexing batches it) or transformers."""
+    if config.backend in ("openai", "openai-batch"):
         from lightrag_ray.models.openai_http import OpenAICompatibleClient
 
         return OpenAICompatibleClient(config)
@@ -44,7 +45,7 @@ def make_llm_client(config: LLMConfig) -> LLMClient:
     if config.backend == "vllm":
         raise ValueError(
             "llm.backend=vllm is not a client: vLLM runs as a ray.data.llm processor stage "
-            "inside the extraction pipeline; use backend=openai to call a vLLM server over HTTP"
+            "inside the indexing pipeline; use backend=openai to call a vLLM server over HTTP"
         )
     if config.backend == "none":
         raise ValueError(

@@ -37,6 +37,29 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None
 
 
+def chat_payload(config: LLMConfig, messages: Messages, *, max_tokens: int | None = None,
+                 stream: bool = False) -> dict[str, Any]:
+    """The JSON body of a ``/chat/completions`` request."""
+    return {
+        "model": config.model,
+        "messages": messages,
+        "temperature": config.temperature,
+        "max_tokens": max_tokens or config.max_tokens,
+        "stream": stream,
+    }
+
+
+def completion_text(body: Any) -> str:
+    """The answer in a chat-completion body; LLMError naming what is missing otherwise."""
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not choices:
+        raise LLMError(f"LLM answer has no choices: {str(body)[:200]}")
+    content = (choices[0].get("message") or {}).get("content")
+    if not isinstance(content, str):
+        raise LLMError(f"LLM answer has no content: {str(choices[0])[:200]}")
+    return content
+
+
 class OpenAICompatibleClient:
     """POSTs to ``{base_url}/chat/completions`` with retries, backoff and bounded concurrency.
 
@@ -70,14 +93,6 @@ class OpenAICompatibleClient:
             self._loop = loop
         return self._http
 
-    def _payload(self, messages: Messages, max_tokens: int | None, stream: bool) -> dict[str, Any]:
-        return {
-            "model": self.config.model,
-            "messages": messages,
-            "temperature": self.config.temperature,
-            "max_tokens": max_tokens or self.config.max_tokens,
-            "stream": stream,
-        }
 
     def _fail(self, message: str) -> LLMError:
         self.stats["failures"] += 1
@@ -118,7 +133,7 @@ class OpenAICompatibleClient:
     async def complete(self, messages: Messages, *, max_tokens: int | None = None) -> str:
         """The whole answer; raises LLMError when it cannot be had."""
         client = self._client()
-        payload = self._payload(messages, max_tokens, stream=False)
+        payload = chat_payload(self.config, messages, max_tokens=max_tokens)
         async with self._semaphore:
             response = await self._send(
                 lambda: asyncio.wait_for(client.post(self.url, json=payload), self.config.timeout_s)
@@ -127,18 +142,15 @@ class OpenAICompatibleClient:
             body = response.json()
         except ValueError as exc:
             raise self._fail(f"LLM answer is not JSON: {response.text[:200]!r}") from exc
-        choices = body.get("choices") if isinstance(body, dict) else None
-        if not choices:
-            raise self._fail(f"LLM answer has no choices: {str(body)[:200]}")
-        content = (choices[0].get("message") or {}).get("content")
-        if not isinstance(content, str):
-            raise self._fail(f"LLM answer has no content: {str(choices[0])[:200]}")
-        return content
+        try:
+            return completion_text(body)
+        except LLMError as exc:
+            raise self._fail(str(exc)) from None
 
     async def stream(self, messages: Messages, *, max_tokens: int | None = None) -> AsyncIterator[str]:
         """The answer piece by piece, from the server's SSE stream."""
         client = self._client()
-        payload = self._payload(messages, max_tokens, stream=True)
+        payload = chat_payload(self.config, messages, max_tokens=max_tokens, stream=True)
         async with self._semaphore:
             response = await self._send(
                 lambda: client.send(client.build_request("POST", self.url, json=payload), stream=True)
