@@ -288,17 +288,19 @@ def test_list_input_files(tmp_path):
         str(tmp_path / n) for n in
         ["a.txt", "b.md", "sub/c.json", "sub/deeper/d.jsonl", "sub/deeper/e.parquet", "UPPER.TXT"]
     )
-    assert found == expected
-    assert found == sorted(found)
+    assert found.files == expected
+    unsupported = ["noext", "skip.pdf", "skip.py", "sub/skip.csv"]
+    assert [e["file_path"] for e in found.errors] == sorted(str(tmp_path / n) for n in unsupported)
+    assert found.errors[1]["error"].startswith("unsupported file type .pdf: convert it to text (.txt .md")
 
 
 def test_list_input_files_single_file_and_duplicates(tmp_path):
     (tmp_path / "x.txt").write_text("x")
     (tmp_path / "y.txt").write_text("y")
     single = str(tmp_path / "x.txt")
-    assert list_input_files([single]) == [single]
+    assert list_input_files([single]).files == [single]
     # a file named twice, or also inside a listed folder, is listed once
-    assert list_input_files([single, str(tmp_path), single]) == [single, str(tmp_path / "y.txt")]
+    assert list_input_files([single, str(tmp_path), single]).files == [single, str(tmp_path / "y.txt")]
 
 
 def test_list_input_files_with_file_uri(tmp_path):
@@ -306,7 +308,8 @@ def test_list_input_files_with_file_uri(tmp_path):
     (tmp_path / "docs" / "a.txt").write_text("a")
     (tmp_path / "docs" / "b.bin").write_text("b")
     found = list_input_files([f"file://{tmp_path}/docs"])
-    assert found == [f"file://{tmp_path}/docs/a.txt"]
+    assert found.files == [f"file://{tmp_path}/docs/a.txt"]
+    assert [e["file_path"] for e in found.errors] == [f"file://{tmp_path}/docs/b.bin"]
 
 
 def test_list_input_files_missing_path(tmp_path):
@@ -315,4 +318,4 @@ def test_list_input_files_missing_path(tmp_path):
 
 
 def test_list_input_files_empty_folder(tmp_path):
-    assert list_input_files([str(tmp_path)]) == []
+    assert list_input_files([str(tmp_path)]).files == []

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -28,9 +31,40 @@ class DocumentError(ValueError):
     """A file that cannot become a document; the message says why and what to do."""
 
 
-def list_input_files(paths: list[str]) -> list[str]:
-    """Every supported file under ``paths`` (files or directories, local or URIs), sorted."""
-    found: list[str] = []
+@dataclass
+class InputFiles:
+    """The files an indexing run reads, and those it cannot (as per-file errors)."""
+
+    files: list[str] = field(default_factory=list)
+    errors: list[dict[str, str]] = field(default_factory=list)
+
+
+def unsupported_error(path: str) -> dict[str, str]:
+    """The per-file error of a file whose type cannot be indexed."""
+    suffix = PurePosixPath(path).suffix.lower() or "(no extension)"
+    return {"file_path": path, "error": f"unsupported file type {suffix}: convert it to text "
+            f"({' '.join(SUPPORTED_SUFFIXES)}) first"}
+
+
+def _local(path: str) -> str | None:
+    """The real local path of ``path`` (None for a remote URI)."""
+    if "://" in path and not path.startswith("file://"):
+        return None
+    return os.path.realpath(path.removeprefix("file://"))
+
+
+def _inside(path: str, folder: str | None) -> bool:
+    real = _local(path)
+    return folder is not None and real is not None and (real == folder or real.startswith(folder + os.sep))
+
+
+def list_input_files(paths: list[str], exclude: str | None = None) -> InputFiles:
+    """Every file under ``paths`` (files or directories, local or URIs), sorted: supported
+    ones to read, others as per-file errors. Hidden files are left out, and so is the
+    folder ``exclude`` (the workspace) when it lies inside a folder given, so an index
+    never reads its own files. Raises FileNotFoundError for a path that does not exist."""
+    found = InputFiles()
+    skip = _local(exclude) if exclude else None
     for path in paths:
         fs, inner = pafs.FileSystem.from_uri(path) if "://" in path else (pafs.LocalFileSystem(), path)
         info = fs.get_file_info(inner)
@@ -38,13 +72,24 @@ def list_input_files(paths: list[str]) -> list[str]:
             raise FileNotFoundError(f"input not found: {path}")
         prefix = path[: len(path) - len(inner)] if "://" in path else ""
         if info.type == pafs.FileType.File:
-            found.append(path)
-            continue
-        selector = pafs.FileSelector(inner, recursive=True)
-        for entry in fs.get_file_info(selector):
-            if entry.type == pafs.FileType.File and entry.path.lower().endswith(SUPPORTED_SUFFIXES):
-                found.append(prefix + entry.path)
-    return sorted(dict.fromkeys(found))
+            entries = [path]
+        else:
+            own = None if _inside(path, skip) else skip  # a folder inside the workspace was asked for
+            selector = pafs.FileSelector(inner, recursive=True)
+            entries = [prefix + e.path for e in fs.get_file_info(selector) if e.type == pafs.FileType.File
+                       and not _hidden(e.path[len(inner):]) and not _inside(prefix + e.path, own)]
+        for entry in entries:
+            if entry.lower().endswith(SUPPORTED_SUFFIXES):
+                found.files.append(entry)
+            else:
+                found.errors.append(unsupported_error(entry))
+    found.files = sorted(dict.fromkeys(found.files))
+    found.errors = sorted({e["file_path"]: e for e in found.errors}.values(), key=lambda e: e["file_path"])
+    return found
+
+
+def _hidden(relative: str) -> bool:
+    return any(part.startswith(".") for part in relative.split("/") if part)
 
 
 def decode_text(data: bytes) -> str:

@@ -30,6 +30,11 @@ def presented_key(headers: dict[bytes, bytes]) -> str:
     return key
 
 
+def has_key(headers: dict[bytes, bytes], api_key: str | None) -> bool:
+    """Whether the request may pass: no key is configured, or it presents that key."""
+    return not api_key or hmac.compare_digest(presented_key(headers).encode(), api_key.encode())
+
+
 class RequestGuard:
     """Rejects requests without the API key (401) and bodies over ``max_body_bytes`` (413).
 
@@ -47,7 +52,7 @@ class RequestGuard:
         api_key, max_body = self.settings()
         headers = dict(scope.get("headers") or [])
         path = scope.get("path", "").removeprefix(scope.get("root_path", "")).rstrip("/") or "/"
-        if api_key and path not in OPEN_PATHS and not hmac.compare_digest(presented_key(headers).encode(), api_key.encode()):
+        if path not in OPEN_PATHS and not has_key(headers, api_key):
             await _reply(send, 401, "missing or wrong API key: send it as X-API-Key or Authorization: Bearer",
                          [(b"www-authenticate", b"Bearer")])
             return

@@ -80,6 +80,23 @@ def is_server_uri(uri: str) -> bool:
     return uri.startswith(("http://", "https://", "tcp://", "grpc://"))
 
 
+def lite_file_in_use(uri: str) -> bool:
+    """Whether another process holds the Milvus Lite file ``uri`` open (its LOCK file is
+    flocked by the owner, e.g. a running server); False for a server URI."""
+    lock = Path(uri) / "LOCK"
+    if is_server_uri(uri) or not lock.exists() or _LITE_OPEN[os.path.abspath(uri)]:
+        return False
+    import fcntl
+
+    with lock.open("rb") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
+
+
 def open_store(settings: Settings, dim: int) -> "MilvusStore":
     """The MilvusStore of the settings' ``vectors.uri`` (Milvus Lite in the workspace by default)."""
     vec = settings.vectors

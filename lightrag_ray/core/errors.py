@@ -1,0 +1,21 @@
+"""User-facing error text: one line, no traceback, no terminal colour codes."""
+
+from __future__ import annotations
+
+import re
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+MAX_CHARS = 300
+
+
+def short_error(exc: BaseException) -> str:
+    """One line naming what failed: the root cause of a remote (Ray) error, its first
+    line, without ANSI codes, cut to ``MAX_CHARS``."""
+    while getattr(exc, "cause", None) is not None and exc.cause is not exc:  # RayTaskError wraps the cause
+        exc = exc.cause
+    text = _ANSI.sub("", str(exc))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    plain = first and isinstance(exc, (OSError, ValueError, RuntimeError))  # messages written for users
+    message = first if plain else f"{type(exc).__name__}: {first}".rstrip(": ")
+    return message if len(message) <= MAX_CHARS else message[: MAX_CHARS - 3] + "..."

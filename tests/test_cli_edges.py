@@ -1,0 +1,233 @@
+"""Operator-facing edges of the `lightrag-ray` command (issue 15): checks before Ray starts,
+one-line failures, input files, a quiet console with progress, Ctrl-C and SIGTERM.
+
+Commands run as subprocesses, as users run them; those that need Ray join the session's
+cluster (--ray-address). Items refer to the numbered problems of the issue."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from lightrag_ray.cli.demo import SAMPLE
+from lightrag_ray.index.documents import list_input_files
+from lightrag_ray.index.progress import StageProgress
+from tests.net_helpers import free_port
+from tests.test_cli import CLI, ENV, run_cli
+from tests.test_index_pipeline import DOC_A
+
+RAY_NOISE = ("INFO", "WARNING", "Warning", "Traceback", "Loading weights", "\x1b[", "Running Dataset", "Running 0:")
+# Still shown: Ray's C++ core worker logs one error line per Ray Data actor pool whose
+# constructor arguments sit in the object store (ray-project/ray#53727); only
+# RAY_BACKEND_LOG_LEVEL hides it, and setting that prints a line of its own.
+ACTOR_ARGS_NOTE = "has constructor arguments in the object store"
+
+
+def _address(ray_cluster) -> str:
+    return ray_cluster.get_runtime_context().gcs_address
+
+
+# ---- item 9: a wrong path is reported before Ray starts -------------------------------
+
+def test_missing_path_fails_at_once_without_ray(tmp_path):
+    started = time.monotonic()
+    result = run_cli("index", str(tmp_path / "nope"), "--workspace", str(tmp_path / "ws"), "--extraction-mode", "fast")
+    assert time.monotonic() - started < 8
+    assert result.returncode == 2
+    assert result.stderr == f"error: input not found: {tmp_path / 'nope'}\n"
+    assert not (tmp_path / "ws").exists()
+
+
+# ---- item 2: a workspace a server holds is detected up front ---------------------------
+
+HOLDER = """
+import sys, time
+from lightrag_ray.storage.vectors import MilvusStore
+MilvusStore(sys.argv[1], 384)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.integration
+def test_index_and_query_on_a_held_workspace_fail_fast_and_write_nothing(tmp_path):
+    """The Milvus Lite file is held open by another process, as `lightrag-ray serve` holds it."""
+    workspace = tmp_path / "ws"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(workspace / "milvus.db")], env=ENV,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        before = sorted(p.name for p in workspace.iterdir())
+        (tmp_path / "a.txt").write_text(DOC_A)
+        for command in (["index", str(tmp_path / "a.txt"), "--extraction-mode", "fast"],
+                        ["query", "who founded Acme?", "--context-only"]):
+            started = time.monotonic()
+            result = run_cli(*command, "--workspace", str(workspace))
+            assert time.monotonic() - started < 10, command
+            assert result.returncode == 2, result.stderr
+            [line] = result.stderr.splitlines()
+            assert line.startswith(f"error: workspace {workspace} is in use by another process")
+            assert "lightrag-ray serve" in line and "Traceback" not in result.stderr
+        assert sorted(p.name for p in workspace.iterdir()) == before  # no chunks/, docs/, manifest
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+# ---- items 5, 6, 8, 4: one folder with the sample, a PDF, a PNG and the workspace inside --
+
+@pytest.fixture(scope="module")
+def sample_runs(ray_cluster, tmp_path_factory):
+    """`index CORPUS --workspace CORPUS/ws` twice (fast mode): the first builds the index,
+    the second finds the workspace's own files inside the folder it reads."""
+    corpus = tmp_path_factory.mktemp("edges") / "corpus"
+    corpus.mkdir()
+    shutil.copy(SAMPLE, corpus / SAMPLE.name)
+    (corpus / "scan.pdf").write_bytes(b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\n%%EOF\n")
+    (corpus / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    (corpus / ".hidden.txt").write_text("an editor's swap file")
+    args = ["index", str(corpus), "--workspace", str(corpus / "ws"), "--extraction-mode", "fast",
+            "--extraction-actors", "1", "--ray-address", _address(ray_cluster)]
+    first = run_cli(*args)
+    second = run_cli(*args, "--json")
+    return corpus, first, second
+
+
+def test_unsupported_files_are_listed_as_errors(sample_runs, tmp_path):
+    corpus, first, _ = sample_runs
+    assert first.returncode == 1, first.stderr
+    errors = [line for line in first.stdout.splitlines() if line.startswith("error:")]
+    advice = "convert it to text (.txt .md .markdown .rst .json .jsonl .ndjson .parquet) first"
+    assert errors == [f"error: {corpus / 'photo.png'}: unsupported file type .png: {advice}",
+                      f"error: {corpus / 'scan.pdf'}: unsupported file type .pdf: {advice}"]
+    # a .pdf named on the command line is an error too, not a text document (no Ray needed)
+    single = run_cli("index", str(corpus / "scan.pdf"), "--workspace", str(tmp_path / "ws"), "--extraction-mode",
+                     "fast", "--json")
+    assert single.returncode == 1, single.stderr
+    report = json.loads(single.stdout)
+    assert report["files"] == 0 and report["docs_new"] == 0 and report["chunks"] == 0
+    assert [e["error"].split(":")[0] for e in report["errors"]] == ["unsupported file type .pdf"]
+
+
+def test_workspace_inside_the_folder_is_never_read(sample_runs):
+    corpus, _, second = sample_runs
+    assert (corpus / "ws" / "manifest.json").exists()
+    report = json.loads(second.stdout)
+    assert report["files"] == 1 and report["docs_skipped"] == 1 and report["docs_new"] == 0
+    assert {e["file_path"] for e in report["errors"]} == {str(corpus / "scan.pdf"), str(corpus / "photo.png")}
+    assert "Traceback" not in second.stderr
+
+
+def test_console_is_short_and_shows_progress_of_each_long_stage(sample_runs):
+    _, first, _ = sample_runs
+    lines = [line for line in (first.stderr + first.stdout).splitlines() if ACTOR_ARGS_NOTE not in line]
+    assert len(lines) <= 25, "\n".join(lines)
+    assert not [line for line in lines if any(noise in line for noise in RAY_NOISE)], "\n".join(lines)
+    stderr = [line for line in first.stderr.splitlines() if ACTOR_ARGS_NOTE not in line]
+    assert stderr[0] == "[lightrag-ray] reading 1 files (2 skipped: unsupported type)"
+    summary = first.stdout.splitlines()
+    assert summary[0] == "documents: 1 new, 0 already indexed, 0 failed (1 files read)"
+    count = int(re.match(r"chunks: (\d+) \(0 from cache, \1 extracted, 0 failed; 0 LLM requests", summary[1]).group(1))
+    assert re.match(r"graph: \d{3,} entities, \d{3,} relations, version 1; \d+ vectors stored in [\d.]+ s", summary[2])
+    chunks = next(line for line in stderr if "embedding chunks:" in line)
+    assert f"embedding chunks: {count}/{count} chunks (" in chunks and ", done in " in chunks
+    assert any(line.startswith("[lightrag-ray] extracting: ") and ", done in " in line for line in stderr)
+    graph = [line for line in stderr if "embedding entities and relations:" in line]
+    assert "/s, done in " in graph[-1] and all("/s, ETA " in line for line in graph[:-1])
+
+
+def test_stage_progress_reports_at_a_bounded_rate():
+    """Item 4: a long stage shows counts, rate and ETA, but never floods the console."""
+    lines: list[str] = []
+    progress = StageProgress(lines.append, "embedding chunks", 22934, "chunks", interval_s=0.05)
+    for _ in range(300):
+        progress.advance(64)
+    time.sleep(0.06)
+    progress.advance(64)
+    progress.advance(22934 - 301 * 64)
+    assert 2 <= len(lines) <= 4
+    assert lines[-2].startswith("embedding chunks: 19264/22934 chunks (") and "/s, ETA " in lines[-2]
+    assert lines[-1].startswith("embedding chunks: 22934/22934 chunks (") and ", done in " in lines[-1]
+
+
+def test_input_listing_skips_the_workspace_and_lists_other_types(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("a")
+    (tmp_path / "docs" / "b.PDF").write_text("b")
+    (tmp_path / "docs" / "ws" / "docs").mkdir(parents=True)
+    (tmp_path / "docs" / "ws" / "manifest.json").write_text("{}")
+    found = list_input_files([str(tmp_path / "docs")], exclude=str(tmp_path / "docs" / "ws"))
+    assert found.files == [str(tmp_path / "docs" / "a.txt")]
+    assert [e["file_path"] for e in found.errors] == [str(tmp_path / "docs" / "b.PDF")]
+    # asked for explicitly, a folder inside the workspace is read (the server's inbox)
+    inside = list_input_files([str(tmp_path / "docs" / "ws")], exclude=str(tmp_path / "docs" / "ws"))
+    assert inside.files == [str(tmp_path / "docs" / "ws" / "manifest.json")]
+
+
+# ---- item 8: Ctrl-C and SIGTERM stop with one line -------------------------------------
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_index_stops_with_one_line(ray_cluster, llm, tmp_path, signum):
+    (tmp_path / "a.txt").write_text(DOC_A * 20)
+    llm.latency_s = 0.5
+    driver = subprocess.Popen(
+        [*CLI, "index", str(tmp_path / "a.txt"), "--workspace", str(tmp_path / "ws"), "--llm-base-url", llm.url,
+         "--chunk-tokens", "32", "--overlap-tokens", "0", "--llm-concurrency", "1", "--extraction-actors", "1",
+         "--ray-address", _address(ray_cluster)],
+        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not llm.requests and time.monotonic() < deadline and driver.poll() is None:
+        time.sleep(0.2)
+    assert driver.poll() is None, driver.stderr.read()
+    driver.send_signal(signum)
+    _, stderr = driver.communicate(timeout=60)
+    assert driver.returncode == 130, stderr
+    assert stderr.splitlines()[-1] == "interrupted: stopped; run the same command again to continue where it stopped"
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+
+
+# ---- item 7: a public bind without a key is warned about --------------------------------
+
+def test_public_serve_without_key_warns_and_stops_cleanly(ray_cluster, tmp_path):
+    from ray import serve
+
+    port = free_port()
+    log_path = tmp_path / "serve.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [*CLI, "serve", "--host", "0.0.0.0", "--port", str(port), "--workspace", str(tmp_path / "ws"),
+             "--extraction-mode", "fast", "--ray-address", _address(ray_cluster)],
+            env={k: v for k, v in ENV.items() if k != "LIGHTRAG_RAY_API_KEY"}, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 240
+        while "serving on" not in log_path.read_text() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(1)
+        assert process.poll() is None, log_path.read_text()
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(1)
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        serve.shutdown()
+    lines = log_path.read_text().splitlines()
+    assert lines[0] == (f"warning: listening on 0.0.0.0 without an API key: anyone who can reach port {port} can "
+                        "read and change this workspace. Pass --api-key or set LIGHTRAG_RAY_API_KEY.")
+    # Ray may add one "(raylet) Task ServeController.graceful_shutdown failed" line while Serve stops
+    lines = [line for line in lines if "ServeController.graceful_shutdown" not in line]
+    assert lines[1:] == [f"serving on http://0.0.0.0:{port} (docs at /docs); Ctrl-C stops", "stopping the server"]
+    assert process.returncode == 0
+

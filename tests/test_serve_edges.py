@@ -1,0 +1,155 @@
+"""Operator-facing edges of the served workspace (issue 15): inserts without an LLM, /health
+without the key, a delete during an insert, queued jobs, one-line job errors.
+
+The app runs over real HTTP on the session's Ray cluster with no LLM; the write-path tests
+drive a real WorkspaceService (graph shards, Milvus Lite, embedder) with the scripted LLM."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import pytest
+
+from lightrag_ray.cli.failures import report_failure
+from lightrag_ray.core.errors import short_error
+from lightrag_ray.models.embedding import make_embedder
+from lightrag_ray.serve.workspace_service import (
+    CANCELLED,
+    PENDING,
+    PROCESSING,
+    WorkspaceService,
+    WriteBusy,
+)
+from tests.net_helpers import free_port
+from tests.test_index_pipeline import DOC_A, DOC_B
+
+API_KEY = "edge-key"
+
+
+@pytest.fixture(scope="module")
+def app(ray_cluster, tmp_path_factory):
+    """The app with no LLM (extraction mode llm) and an API key; yields its base URL."""
+    from ray import serve
+
+    from lightrag_ray.serve.app import AppArgs, build_app
+
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    args = AppArgs(workspace=str(tmp_path_factory.mktemp("edges") / "ws"), api_key=API_KEY,
+                   settings={"llm": {"backend": "none"}, "extraction": {"mode": "llm"}, "graph": {"num_shards": 1}})
+    serve.run(build_app(args), name="lightrag", route_prefix="/")
+    yield f"http://127.0.0.1:{port}"
+    serve.shutdown()
+
+
+def test_insert_without_an_llm_is_refused_with_what_to_do(app):
+    """Item 1: no more 200 "queued" for a job that can only fail."""
+    response = httpx.post(f"{app}/documents/text", json={"text": DOC_A}, headers={"X-API-Key": API_KEY}, timeout=60)
+    assert response.status_code == 409
+    detail = response.json()["detail"]
+    assert detail.startswith("inserts are off: this server has no LLM for extraction.")
+    assert "--llm-base-url" in detail and "--extraction-mode fast" in detail
+    documents = httpx.get(f"{app}/documents", headers={"X-API-Key": API_KEY}, timeout=60).json()
+    assert documents["status_counts"] == {}
+
+
+def test_health_without_the_key_is_liveness_only(app):
+    """Item 7: no workspace path, counts or models for callers without the key."""
+    anonymous = httpx.get(f"{app}/health", timeout=60)
+    assert anonymous.status_code == 200 and anonymous.json() == {"status": "healthy"}
+    full = httpx.get(f"{app}/health", headers={"X-API-Key": API_KEY}, timeout=60).json()
+    assert full["status"] == "healthy" and full["graph_version"] == 0 and full["extraction_mode"] == "llm"
+    assert full["llm_model"] is None and "workspace" in full
+
+
+def test_a_failed_remote_call_becomes_one_line(ray_cluster, tmp_path, monkeypatch, capsys):
+    """Item 1: what a job's ``error`` (and the CLI) shows of an error raised inside Ray."""
+
+    @ray_cluster.remote
+    def broken() -> None:
+        raise KeyError("no such column: 'text'")
+
+    with pytest.raises(Exception) as caught:
+        ray_cluster.get(broken.remote())
+    raw = str(caught.value)  # what used to reach users: colour codes, frames with paths
+    assert "\x1b[" in raw and 'File "' in raw and len(raw.splitlines()) >= 4
+    assert short_error(caught.value) == "KeyError: \"no such column: 'text'\""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert report_failure(caught.value, ["index", "x"]) == 1
+    log = tmp_path / "lightrag-ray" / "errors.log"
+    printed = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error")]  # not Ray's
+    assert printed == [f"error: KeyError: \"no such column: 'text'\" (details in {log})"]
+    assert "Traceback" in log.read_text() and "lightrag-ray index x" in log.read_text()
+
+
+@pytest.fixture
+def service(ray_cluster, make_settings):
+    """A WorkspaceService (the Workspace deployment's owner) with the scripted LLM."""
+    settings = make_settings(chunking={"chunk_tokens": 24, "overlap_tokens": 0},
+                             llm={"max_concurrency": 1}, graph={"num_shards": 1})
+    opened = WorkspaceService(settings, make_embedder(settings.embedding))
+    yield opened
+    opened.close()
+
+
+def _run_slowly(service, llm, track_id: str) -> threading.Thread:
+    """Run the job in a thread with a slow LLM; return once its first request is out."""
+    llm.latency_s = 0.5
+    worker = threading.Thread(target=service.run_job, args=(track_id,))
+    worker.start()
+    deadline = time.monotonic() + 120
+    while not llm.requests and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return worker
+
+
+def test_delete_during_an_insert_answers_at_once_and_jobs_show_their_place(service, llm):
+    """Item 3: a delete that cannot start now says which job to wait for instead of hanging;
+    queued jobs show their position."""
+    first = service.submit([("a.txt", (DOC_A * 4).encode())])
+    second = service.submit([("b.txt", DOC_B.encode())])
+    assert service.track_status(first["track_id"])["queue_position"] == 1
+    assert service.track_status(second["track_id"])["queue_position"] == 2
+    worker = _run_slowly(service, llm, first["track_id"])
+    assert service.track_status(first["track_id"])["job_status"] == PROCESSING
+    assert service.track_status(second["track_id"])["queue_position"] == 1
+    started = time.monotonic()
+    with pytest.raises(WriteBusy) as busy:
+        service.delete(first["doc_ids"])
+    assert time.monotonic() - started < 1
+    assert busy.value.track_id == first["track_id"]
+    assert str(busy.value).startswith(f"an insert job is running ({first['track_id']}); delete again")
+    llm.latency_s = 0.0
+    worker.join(timeout=300)
+    assert service.track_status(first["track_id"])["job_status"] == "processed"
+    assert service.delete(first["doc_ids"])["deleted"] == first["doc_ids"]
+    assert service.track_status(second["track_id"])["job_status"] == PENDING
+
+
+def test_queued_and_running_jobs_can_be_cancelled(service, llm):
+    """Item 3: nothing could cancel a job."""
+    running = service.submit([("a.txt", (DOC_A * 4).encode())])
+    queued = service.submit([("b.txt", DOC_B.encode())])
+    assert service.cancel(queued["track_id"])["status"] == CANCELLED
+    assert service.run_job(queued["track_id"])["status"] == CANCELLED  # the worker skips it
+    assert service.track_status(queued["track_id"])["status_summary"] == {CANCELLED: 1}
+    worker = _run_slowly(service, llm, running["track_id"])
+    assert service.cancel(running["track_id"])["status"] == PROCESSING
+    started = time.monotonic()
+    worker.join(timeout=120)
+    assert time.monotonic() - started < 30
+    status = service.track_status(running["track_id"])
+    assert status["job_status"] == CANCELLED and status["error"].startswith("cancelled while running")
+    [doc] = status["documents"]
+    assert doc["status"] == "failed" and "cancelled on request" in doc["error"]
+    assert doc["chunks"] > 2 and len(llm.requests) < 2 * doc["chunks"]  # a chunk costs 2 requests (gleaning)
+    llm.latency_s = 0.0
+    assert service.delete(running["doc_ids"])["deleted"] == running["doc_ids"]
+    assert service.documents()["status_counts"] == {}
+
+
+def test_cancel_of_an_unknown_job_is_404(app):
+    response = httpx.post(f"{app}/documents/cancel/insert_nope", headers={"X-API-Key": API_KEY}, timeout=60)
+    assert response.status_code == 404 and response.json() == {"detail": "no insert job with track id 'insert_nope'"}
