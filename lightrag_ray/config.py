@@ -32,10 +32,12 @@ class ChunkingConfig(_Section):
 class LLMConfig(_Section):
     """Which LLM answers extraction, summary, keyword and answer prompts."""
 
-    backend: Literal["openai", "transformers", "vllm", "none"] = Field(
+    backend: Literal["openai", "openai-batch", "transformers", "vllm", "none"] = Field(
         "none",
-        description="openai = any OpenAI-compatible HTTP server; transformers = local model "
-        "in Ray actors; vllm = ray.data.llm on GPU nodes; none = no LLM (fast extraction).",
+        description="openai = any OpenAI-compatible HTTP server, called by the extraction actors; "
+        "openai-batch = the same server, called by ray.data.llm's HTTP processor while indexing; "
+        "transformers = local model in Ray actors; vllm = vLLM engines of a ray.data.llm processor "
+        "on GPU nodes (indexing only); none = no LLM (fast extraction).",
     )
     model: str = Field("default", description="Model name sent to the server, or HF id / local path / .gguf file.")
     base_url: str = Field("http://127.0.0.1:8000/v1", description="OpenAI-compatible base URL.")
@@ -46,6 +48,10 @@ class LLMConfig(_Section):
     backoff_s: float = Field(1.0, ge=0, description="First retry delay; doubles on each retry.")
     temperature: float = 0.0
     max_tokens: int = Field(2048, gt=0, description="Upper bound on generated tokens per call.")
+    batch_size: int = Field(
+        32, gt=0, description="Rows per ray.data.llm batch (openai-batch, vllm): requests handed to an "
+        "engine at once; larger fills a GPU better, smaller loses less when a worker dies.")
+    max_model_len: int = Field(8192, gt=0, description="vLLM context length (prompt + answer tokens).")
     gguf_file: str | None = Field(None, description="GGUF file name inside `model` (transformers backend).")
     device: str = Field("cpu", description="torch device for the transformers backend.")
 
@@ -60,9 +66,12 @@ class ExtractionConfig(_Section):
     )
     language: str = Field("English", description="Language of extracted descriptions.")
     gleaning_rounds: int = Field(1, ge=0, description="Extra 'anything missed?' rounds per chunk.")
-    actors: int = Field(2, gt=0, description="Extraction actors in the Ray Data pool.")
+    actors: int = Field(2, gt=0, description="Extraction actors in the Ray Data pool (openai-batch: HTTP "
+                        "request actors; vllm: at most this many vLLM engines).")
     num_cpus: float = Field(0.25, gt=0, description="CPUs reserved per extraction actor.")
-    num_gpus: float = Field(0.0, ge=0, description="GPUs per extraction actor (transformers/vllm).")
+    num_gpus: float = Field(
+        0.0, ge=0, description="GPUs per extraction actor (transformers) or vLLM engine (vllm: 0 or 1 = one "
+        "GPU, n > 1 = tensor parallel over n GPUs, a fraction = engines sharing a GPU).")
 
 
 class EmbeddingConfig(_Section):
@@ -75,8 +84,9 @@ class EmbeddingConfig(_Section):
     batch_size: int = Field(64, gt=0, description="Texts per embedding call.")
     actors: int = Field(1, gt=0, description="Embedding actors started for each indexing run.")
     num_cpus: float = Field(0.5, gt=0, description="CPUs per embedding actor.")
-    num_gpus: float = Field(0.0, ge=0)
-    device: str = "cpu"
+    num_gpus: float = Field(0.0, ge=0, description="GPUs per embedding actor (a fraction shares a GPU); "
+                            "set device: cuda with it.")
+    device: str = Field("cpu", description="torch device of the sentence-transformers model (cpu, cuda).")
     cpu_threads: int | None = Field(
         None, gt=0, description="torch threads per embedder on CPU; default: the machine's cores / actors "
         "(Ray would otherwise pin a 0.5-CPU actor to one thread).")
@@ -112,6 +122,7 @@ class RayConfig(_Section):
     address: str | None = Field(None, description="Ray address; None starts or joins a local cluster.")
     namespace: str = "lightrag_ray"
     task_cpus: float = Field(0.25, gt=0, description="CPUs per light Ray Data task (read, parse, chunk).")
+    verbose: bool = Field(False, description="Show Ray's own logs and progress bars (worker output, Ray Data INFO lines).")
 
 
 class Settings(_Section):

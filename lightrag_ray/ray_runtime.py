@@ -4,25 +4,56 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import warnings
 from typing import Any
 
 import ray
+from ray.util.annotations import RayDeprecationWarning
 
 from lightrag_ray.config import Settings
 
+# Ray starts its workers at niceness 15 (its `worker_niceness`), behind its own daemons at 0;
+# this variable in a runtime_env sets it for the workers started with that runtime_env.
+WORKER_NICENESS_ENV = "RAY_worker_niceness"
+SERVING_NICENESS = 0  # query-serving replicas and the graph shards they read
+BACKGROUND_NICENESS = 19  # an insert job's workers on nodes that also answer queries (the lowest)
+
 
 def ensure_ray(settings: Settings) -> None:
-    """Join ``settings.ray.address`` (or start a local cluster) unless already connected."""
+    """Join ``settings.ray.address`` (or start a local cluster) unless already connected.
+
+    Ray's own output (worker logs, Ray Data's INFO lines and progress bars) is off unless
+    ``ray.verbose``; the pipeline reports its stages itself."""
     if ray.is_initialized():
         return
+    verbose = settings.ray.verbose
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    if not verbose:
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # models' "Loading weights" bars
+        warnings.filterwarnings("ignore", category=RayDeprecationWarning)
+    on_sigterm = signal.getsignal(signal.SIGTERM)
     ray.init(
         address=settings.ray.address,
         namespace=settings.ray.namespace,
         include_dashboard=False,
-        logging_level=logging.WARNING,
+        logging_level=logging.INFO if verbose else logging.ERROR,
+        log_to_driver=verbose,
     )
-    ray.data.DataContext.get_current().enable_progress_bars = True
+    if callable(on_sigterm):  # the caller's handler (the CLI's clean stop), not Ray's stack dump
+        signal.signal(signal.SIGTERM, on_sigterm)
+    quiet_ray_data(not verbose)
+
+
+def quiet_ray_data(quiet: bool = True) -> None:
+    """Ray Data in this process: no progress bars or INFO lines on the console when ``quiet``
+    (they still go to Ray's session log files)."""
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = not quiet
+    context.print_on_execution_start = not quiet
+    for handler in logging.getLogger("ray.data").handlers:
+        if not isinstance(handler, logging.FileHandler) and "File" not in type(handler).__name__:
+            handler.setLevel(logging.ERROR if quiet else logging.INFO)
 
 
 def actor_pool(size: int, num_cpus: float, num_gpus: float = 0.0) -> dict[str, Any]:
@@ -37,3 +68,17 @@ def actor_pool(size: int, num_cpus: float, num_gpus: float = 0.0) -> dict[str, A
     if num_gpus:
         options["num_gpus"] = num_gpus
     return options
+
+
+def lower_thread_priority(niceness: int) -> None:
+    """Run the calling thread at ``niceness`` unless it is already nicer (Linux: niceness is
+    per thread, and threads started later inherit it; lowering it back needs privileges)."""
+    os.setpriority(os.PRIO_PROCESS, 0, max(niceness, os.getpriority(os.PRIO_PROCESS, 0)))
+
+
+def niceness_options(niceness: int | None) -> dict[str, Any]:
+    """Ray remote options whose workers start at ``niceness`` (0-19; None: Ray's default,
+    15). Tasks and actors started from such a worker inherit it unless they set their own."""
+    if niceness is None:
+        return {}
+    return {"runtime_env": {"env_vars": {WORKER_NICENESS_ENV: str(niceness)}}}

@@ -5,13 +5,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
+import os
+import signal
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lightrag_ray.config import ENV_PREFIX, load_settings
+from lightrag_ray.cli.failures import report_failure
+from lightrag_ray.config import ENV_PREFIX, Settings, load_settings
+
+if TYPE_CHECKING:
+    from lightrag_ray.serve.app import AppArgs
 
 MODES = ["mix", "local", "global", "hybrid", "naive", "bypass"]
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 _INDEX_EPILOG = f"""\
 Settings come from (lowest to highest): built-in defaults, --config YAML, environment
@@ -26,23 +34,45 @@ chunks come from the workspace cache, and failed chunks are retried.
 """
 
 
-def _add_common(parser: argparse.ArgumentParser, json_output: bool = True) -> None:
+def _add_common(parser: argparse.ArgumentParser, json_output: bool = True, uses_ray: bool = True) -> None:
     parser.add_argument("--workspace", "-w", help="workspace directory or URI (default ./lightrag_workspace)")
     parser.add_argument("--config", "-c", help="YAML settings file (see docs/configuration.md)")
     if json_output:
         parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    if uses_ray:
+        parser.add_argument("--verbose", "-v", action="store_true", help="also show Ray's own logs and progress bars")
 
 
 def _add_llm(parser: argparse.ArgumentParser) -> None:
     llm = parser.add_argument_group("LLM")
-    llm.add_argument("--llm-backend", choices=["openai", "transformers", "vllm", "none"],
-                     help="openai = any OpenAI-compatible server (vLLM, Ollama, ...); transformers = local "
-                     "model in Ray actors; vllm = ray.data.llm on GPUs; none = no LLM")
+    llm.add_argument("--llm-backend", choices=["openai", "openai-batch", "transformers", "vllm", "none"],
+                     help="openai = an OpenAI-compatible server (vLLM, Ollama, a hosted API) called over HTTP "
+                     "by the extraction actors (CPU, any node); openai-batch = the same server called by "
+                     "ray.data.llm's HTTP request processor while indexing (a Ray Data stage on CPU workers; "
+                     "queries use the HTTP client); transformers = a local HF or GGUF model loaded in each "
+                     "extraction actor (CPU, or GPU with extraction.num_gpus); vllm = vLLM engines of a "
+                     "ray.data.llm processor on GPU workers, indexing only (needs pip install 'ray[llm]'); "
+                     "none = no LLM (fast extraction, context-only queries)")
     llm.add_argument("--llm-base-url", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 "
                      "(implies --llm-backend openai)")
     llm.add_argument("--llm-model", help="model name (server) or HF id / local path / .gguf file")
     llm.add_argument("--llm-concurrency", type=int, help="LLM requests in flight per actor (16)")
     llm.add_argument("--llm-timeout", type=float, help="seconds per LLM request before retrying (120)")
+
+
+def _add_pipeline(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """The indexing flags (`index`, and `serve` for its insert jobs); returns the group."""
+    pipe = parser.add_argument_group("pipeline")
+    pipe.add_argument("--extraction-mode", choices=["llm", "fast"],
+                      help="llm = prompt the LLM (default); fast = no-LLM heuristics (names, co-occurrence)")
+    pipe.add_argument("--extraction-actors", type=int, help="extraction actors (2)")
+    pipe.add_argument("--gleaning", type=int, help="extra 'anything missed?' rounds per chunk (1)")
+    pipe.add_argument("--chunk-tokens", type=int, help="tokens per chunk (1200)")
+    pipe.add_argument("--overlap-tokens", type=int, help="tokens of overlap between chunks (100)")
+    pipe.add_argument("--shards", type=int, help="graph shard actors; fixed per workspace (2)")
+    pipe.add_argument("--milvus-uri", help="Milvus server URI; default a Milvus Lite file in the workspace")
+    pipe.add_argument("--ray-address", help="Ray cluster address (default: start or join a local one)")
+    return pipe
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -62,17 +92,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="files or folders (.txt .md .json .jsonl .parquet), local or s3://...")
     _add_common(index)
     _add_llm(index)
-    pipe = index.add_argument_group("pipeline")
-    pipe.add_argument("--extraction-mode", choices=["llm", "fast"],
-                      help="llm = prompt the LLM (default); fast = no-LLM heuristics (names, co-occurrence)")
-    pipe.add_argument("--extraction-actors", type=int, help="extraction actors (2)")
-    pipe.add_argument("--gleaning", type=int, help="extra 'anything missed?' rounds per chunk (1)")
-    pipe.add_argument("--chunk-tokens", type=int, help="tokens per chunk (1200)")
-    pipe.add_argument("--overlap-tokens", type=int, help="tokens of overlap between chunks (100)")
-    pipe.add_argument("--shards", type=int, help="graph shard actors; fixed per workspace (2)")
-    pipe.add_argument("--milvus-uri", help="Milvus server URI; default a Milvus Lite file in the workspace")
-    pipe.add_argument("--ray-address", help="Ray cluster address (default: start or join a local one)")
-    pipe.add_argument("--quiet", "-q", action="store_true", help="no progress output")
+    _add_pipeline(index).add_argument("--quiet", "-q", action="store_true", help="no progress output")
 
     query = sub.add_parser(
         "query", help="answer a question from a workspace",
@@ -110,6 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_common(serve, json_output=False)
     _add_llm(serve)
+    _add_pipeline(serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="HTTP port (8000)")
     serve.add_argument("--api-key", help="require this key (X-API-Key or Bearer) on every route but /health; "
@@ -117,7 +138,7 @@ def _parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="show what a workspace holds",
                             description="Documents by status, chunk/entity/relation counts, graph version.")
-    _add_common(status)
+    _add_common(status, uses_ray=False)
     return parser
 
 
@@ -138,6 +159,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         ("graph", "num_shards"): getattr(args, "shards", None),
         ("vectors", "uri"): getattr(args, "milvus_uri", None),
         ("ray", "address"): getattr(args, "ray_address", None),
+        ("ray", "verbose"): getattr(args, "verbose", None) or None,
     }
     if getattr(args, "llm_base_url", None) and not getattr(args, "llm_backend", None):
         pairs[("llm", "backend")] = "openai"
@@ -168,19 +190,34 @@ def _print(result: dict[str, Any], as_json: bool) -> None:
 
 
 def _index(args: argparse.Namespace) -> int:
+    from lightrag_ray.cli.preflight import check_index
     from lightrag_ray.index.pipeline import index_paths, print_progress
 
     settings = load_settings(args.config, _overrides(args))
-    if settings.llm.backend == "none" and settings.extraction.mode == "llm":
-        print("error: no LLM configured. Pass --llm-base-url http://HOST:PORT/v1 (any OpenAI-compatible "
-              f"server) or set {ENV_PREFIX}LLM__BASE_URL, or --extraction-mode fast (no LLM).", file=sys.stderr)
-        return 2
+    check_index(settings, args.paths)
     report = index_paths(args.paths, settings, progress=None if args.quiet else print_progress)
-    _print(report.to_dict(), args.json)
+    if args.json:
+        _print(report.to_dict(), as_json=True)
+    else:
+        print("\n".join(_index_summary(report.to_dict())))
     return 1 if report.errors else 0
 
 
+def _index_summary(r: dict[str, Any]) -> list[str]:
+    """An index report in a few lines (``--json`` gives every field), then one line per error."""
+    return [
+        f"documents: {r['docs_new']} new, {r['docs_skipped']} already indexed, {r['docs_failed']} failed "
+        f"({r['files']} files read)",
+        f"chunks: {r['chunks']} ({r['chunks_cached']} from cache, {r['chunks_extracted']} extracted, "
+        f"{r['chunks_failed']} failed; {r['llm_requests']} LLM requests, {r['summaries']} summaries)",
+        f"graph: {r['entities']} entities, {r['relations']} relations, version {r['graph_version']}; "
+        f"{r['vectors_upserted']} vectors stored in {r['seconds']} s",
+        *(f"error: {e['file_path']}: {e['error']}" for e in r["errors"]),
+    ]
+
+
 def _query(args: argparse.Namespace) -> int:
+    from lightrag_ray.cli.preflight import check_workspace_free
     from lightrag_ray.query.engine import QueryParam
     from lightrag_ray.query.session import LocalSession
 
@@ -191,6 +228,7 @@ def _query(args: argparse.Namespace) -> int:
         print("error: no LLM configured to write an answer. Pass --llm-base-url http://HOST:PORT/v1, or "
               "--context-only to print what retrieval found.", file=sys.stderr)
         return 2
+    check_workspace_free(settings)
     with LocalSession(settings) as session:
         engine = session.engine
         if args.context_only:
@@ -221,20 +259,44 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from lightrag_ray.cli.preflight import (
+        check_backend,
+        check_workspace_free,
+        no_llm_message,
+    )
+    from lightrag_ray.serve.app import API_KEY_ENV, AppArgs, app_settings
+
+    app_args = AppArgs(config=args.config, settings=_overrides(args), api_key=args.api_key)
+    settings = app_settings(app_args)
+    check_backend(settings)
+    check_workspace_free(settings)
+    if args.host not in LOOPBACK and not (args.api_key or os.environ.get(API_KEY_ENV)):
+        print(f"warning: listening on {args.host} without an API key: anyone who can reach port {args.port} can "
+              f"read and change this workspace. Pass --api-key or set {API_KEY_ENV}.", file=sys.stderr)
+    if no_llm_message(settings):
+        print("note: no LLM configured, so inserts are refused (HTTP 409). Pass --llm-base-url "
+              "http://HOST:PORT/v1, or --extraction-mode fast to index without an LLM.", file=sys.stderr)
+    return _run_server(app_args, settings, args.host, args.port)
+
+
+def _run_server(app_args: AppArgs, settings: Settings, host: str, port: int) -> int:
+    """Start the app and block until Ctrl-C or SIGTERM, then shut it down."""
     from ray import serve
 
     from lightrag_ray.ray_runtime import ensure_ray
-    from lightrag_ray.serve.app import AppArgs, app_settings, build_app
+    from lightrag_ray.serve.app import build_app
 
-    app_args = AppArgs(config=args.config, settings=_overrides(args), api_key=args.api_key)
-    ensure_ray(app_settings(app_args))
-    serve.start(http_options={"host": args.host, "port": args.port})
+    ensure_ray(settings)
+    if not settings.ray.verbose:  # "Started Serve", "Application ... is ready": we say it in one line
+        logging.getLogger("ray.serve").setLevel(logging.WARNING)
+    serve.start(http_options={"host": host, "port": port})
     serve.run(build_app(app_args), name="lightrag", route_prefix="/", blocking=False)
-    print(f"serving on http://{args.host}:{args.port} (docs at /docs); Ctrl-C stops", file=sys.stderr)
+    print(f"serving on http://{host}:{port} (docs at /docs); Ctrl-C stops", file=sys.stderr)
     try:
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
+        print("stopping the server", file=sys.stderr)
         serve.shutdown()
     return 0
 
@@ -249,13 +311,22 @@ def _status(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `lightrag-ray` console script."""
+    argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
+    commands = {"index": _index, "query": _query, "demo": _demo, "serve": _serve, "status": _status}
     try:
-        commands = {"index": _index, "query": _query, "demo": _demo, "serve": _serve, "status": _status}
         return commands[args.command](args)
-    except (FileNotFoundError, ValueError, RuntimeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print("interrupted: stopped; run the same command again to continue where it stopped", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - every failure becomes one line (traceback in the log)
+        return report_failure(exc, argv)
+
+
+def _interrupt(_signum: int, _frame: Any) -> None:
+    """SIGTERM stops a command the way Ctrl-C does."""
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ texts go out sorted by length (little padding) the moment the graph is final.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,18 +17,16 @@ import ray
 
 from lightrag_ray.config import EmbeddingConfig
 from lightrag_ray.models.embedding import make_embedder
+from lightrag_ray.ray_runtime import niceness_options
 
 Item = dict[str, Any]  # kind, id, text, meta (JSON)
 
 
 @ray.remote
 class EmbedWorker:
-    """One embedding model in one actor; ``niceness`` > 0 lowers its CPU priority (and its
-    compute threads', created after) so that other work on the node comes first."""
+    """One embedding model in one actor."""
 
-    def __init__(self, config: dict[str, Any], niceness: int = 0) -> None:
-        if niceness:
-            os.nice(niceness)
+    def __init__(self, config: dict[str, Any]) -> None:
         self.embedder = make_embedder(EmbeddingConfig.model_validate(config))
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -40,13 +37,15 @@ class EmbeddingPool:
     """``config.actors`` EmbedWorkers; ``submit`` items, then collect ``completed`` batches.
 
     A worker that dies is restarted by Ray and its pending batches are retried there.
+    ``niceness``: the workers' niceness (None: Ray's default; see ``niceness_options``).
     """
 
-    def __init__(self, config: EmbeddingConfig, niceness: int = 0) -> None:
-        options: dict[str, Any] = {"num_cpus": config.num_cpus, "max_restarts": 3, "max_task_retries": 3}
+    def __init__(self, config: EmbeddingConfig, niceness: int | None = None) -> None:
+        options: dict[str, Any] = {"num_cpus": config.num_cpus, "max_restarts": 3, "max_task_retries": 3,
+                                   **niceness_options(niceness)}
         if config.num_gpus:
             options["num_gpus"] = config.num_gpus
-        self.workers = [EmbedWorker.options(**options).remote(config.model_dump(), niceness)
+        self.workers = [EmbedWorker.options(**options).remote(config.model_dump())
                         for _ in range(config.actors)]
         self.batch_size = config.batch_size * 4
         self.max_in_flight = 2 * len(self.workers)  # one running and one queued per worker

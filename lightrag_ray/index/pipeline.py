@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -23,11 +23,14 @@ import ray
 from lightrag_ray.config import Settings
 from lightrag_ray.core.chunking import chunk_text
 from lightrag_ray.core.records import EntityRecord, RelationRecord
+from lightrag_ray.index.batch_llm import ProcessorRuns
 from lightrag_ray.index.documents import list_input_files, parse_file
 from lightrag_ray.index.embedding_pool import EmbeddingPool, Item
 from lightrag_ray.index.fast_stage import extraction_stage_class
 from lightrag_ray.index.llm_stages import SummarizeItems
-from lightrag_ray.ray_runtime import actor_pool, ensure_ray
+from lightrag_ray.index.progress import Progress, StageProgress
+from lightrag_ray.models.llm_processor import require_vllm, uses_processor
+from lightrag_ray.ray_runtime import actor_pool, ensure_ray, niceness_options
 from lightrag_ray.storage import doc_status, extraction_cache
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph_router import GraphRouter
@@ -42,8 +45,6 @@ from lightrag_ray.storage.vectors import (
     vector_rows,
 )
 from lightrag_ray.storage.workspace import Workspace
-
-Progress = Callable[[str], None]
 
 
 def print_progress(message: str) -> None:
@@ -64,6 +65,7 @@ class IndexReport:
     chunks_extracted: int = 0
     chunks_failed: int = 0
     llm_requests: int = 0
+    llm_tokens: int = 0  # generated tokens, as ray.data.llm processors report them (0 for other backends)
     records_dropped: int = 0
     summaries: int = 0
     vectors_upserted: int = 0
@@ -77,16 +79,16 @@ class IndexReport:
         return asdict(self)
 
 
-def _read_documents(files: list[str], task_cpus: float, display_names: dict[str, str]) -> ray.data.Dataset:
+def _read_documents(files: list[str], task_args: dict[str, Any], display_names: dict[str, str]) -> ray.data.Dataset:
     """Document rows of ``files``; a file whose name is in ``display_names`` is recorded
     (status, chunks, references) under the name given there instead of its path."""
-    ds = ray.data.read_binary_files(files, include_paths=True, num_cpus=task_cpus)
+    ds = ray.data.read_binary_files(files, include_paths=True, **task_args)
 
     def parse(row: dict[str, Any]) -> list[dict[str, Any]]:
         path = row["path"]
         return parse_file(display_names.get(path.rsplit("/", 1)[-1], path), row["bytes"])
 
-    return ds.flat_map(parse, num_cpus=task_cpus).materialize()
+    return ds.flat_map(parse, **task_args).materialize()
 
 
 def _blocks_of(rows: list[dict[str, Any]], rows_per_block: int) -> ray.data.Dataset:
@@ -107,21 +109,33 @@ def _records(rows: list[dict[str, Any]]) -> tuple[list[EntityRecord], list[Relat
     return entities, relations
 
 
+CANCELLED = "cancelled on request"
+
+
+class IndexCancelled(RuntimeError):
+    """The run was stopped through its ``stop`` event; its documents are marked failed."""
+
+
 class IndexRun:
     """One run of the pipeline over a set of input paths."""
 
     def __init__(
         self, settings: Settings, progress: Progress | None = print_progress,
         router: GraphRouter | None = None, vectors: VectorWriter | None = None,
-        display_names: dict[str, str] | None = None, niceness: int = 0,
+        display_names: dict[str, str] | None = None, niceness: int | None = None, stop: threading.Event | None = None,
     ) -> None:
         """``router``/``vectors``: reuse open ones (the Serve app) instead of opening them;
         ``display_names``: file name -> name to record instead of the file's path;
-        ``niceness``: lower CPU priority of the embedding actors (a background job on nodes
-        that also answer queries)."""
+        ``niceness``: the niceness of this job's Ray workers (a background job on nodes that
+        also answer queries; None: Ray's default; see ``niceness_options``); ``stop``: once set,
+        the run stops after the current extraction batch (IndexCancelled)."""
+        require_vllm(settings.llm)  # before any work: one clear line when vLLM is missing
         self.settings = settings
         self.display_names = display_names or {}
         self.niceness = niceness
+        self.stop = stop
+        self.background = niceness_options(niceness)
+        self.task_args = {"num_cpus": settings.ray.task_cpus, **self.background}
         self.router = router
         self.vectors = vectors
         self.writer: VectorWriter | None = None
@@ -130,6 +144,7 @@ class IndexRun:
         self.report = IndexReport()
         self.workspace = Workspace(settings.workspace)
         self.manifest = manifests.open_for(self.workspace, manifests.settings_manifest(settings))
+        self.processors = ProcessorRuns(settings, self.workspace, self.task_args) if uses_processor(settings.llm) else None
         self.settings_dict = settings.model_dump()
 
     # ---- stages ---------------------------------------------------------------------
@@ -138,7 +153,7 @@ class IndexRun:
         known = doc_status.load(self.workspace)
         todo: dict[str, dict[str, Any]] = {}
         failures = []
-        for row in docs.select_columns(["doc_id", "file_path", "error"], num_cpus=self.settings.ray.task_cpus).iter_rows():
+        for row in docs.select_columns(["doc_id", "file_path", "error"], **self.task_args).iter_rows():
             if row["error"]:
                 failures.append({"doc_id": row["doc_id"], "file_path": row["file_path"], "status": doc_status.FAILED,
                                  "error": row["error"], "chunks": 0})
@@ -172,7 +187,7 @@ class IndexRun:
                 overlap_tokens=chunking.overlap_tokens, encoding=chunking.encoding, file_path=row["file_path"],
             )
 
-        rows = docs.flat_map(chunk, num_cpus=self.settings.ray.task_cpus).take_all()
+        rows = docs.flat_map(chunk, **self.task_args).take_all()
         self.workspace.append_rows(rows, "chunks")
         return rows
 
@@ -190,18 +205,8 @@ class IndexRun:
         if not missing:
             return errors
         self.say(f"extracting {len(missing)} chunks ({len(cached)} from cache)")
-        ex, llm = self.settings.extraction, self.settings.llm
-        # One block per LLM batch: a block holding several batches is worked through by one
-        # actor while the others idle (summaries are cut the same way).
-        todo = _blocks_of([row for row in chunks if row["chunk_id"] in missing], llm.max_concurrency)
-        extracted = todo.map_batches(
-            extraction_stage_class(self.settings),
-            fn_constructor_kwargs={"settings": self.settings_dict},
-            batch_size=llm.max_concurrency,
-            **actor_pool(ex.actors, ex.num_cpus, ex.num_gpus),
-        )
-        for batch in extracted.iter_batches(batch_size=None, batch_format="pandas"):
-            rows = batch.to_dict("records")
+        progress = StageProgress(self.say, "extracting", len(missing), "chunks")
+        for rows in self._extraction_batches([row for row in chunks if row["chunk_id"] in missing]):
             for row in rows:
                 self.report.llm_requests += int(row["requests"])
                 if row["error"]:
@@ -211,7 +216,31 @@ class IndexRun:
             self.report.chunks_extracted += len(good)
             self.report.records_dropped += sum(int(row["dropped"]) for row in good)
             router.apply(*_records(good))
+            progress.advance(len(rows))
+            self._check_stop()
         return errors
+
+    def _check_stop(self) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise IndexCancelled(CANCELLED)
+
+    def _extraction_batches(self, todo: list[dict[str, Any]]) -> Iterable[list[dict[str, Any]]]:
+        """Extraction rows (cache columns + error) of the chunks ``todo``, batch by batch as
+        they come: from a ray.data.llm processor (backends vllm, openai-batch) or actors."""
+        if self.processors is not None and self.settings.extraction.mode == "llm":
+            yield from self.processors.extract(todo)
+            return
+        ex, llm = self.settings.extraction, self.settings.llm
+        # One block per LLM batch: a block holding several batches is worked through by one
+        # actor while the others idle (summaries are cut the same way).
+        extracted = _blocks_of(todo, llm.max_concurrency).map_batches(
+            extraction_stage_class(self.settings),
+            fn_constructor_kwargs={"settings": self.settings_dict},
+            batch_size=llm.max_concurrency,
+            **actor_pool(ex.actors, ex.num_cpus, ex.num_gpus), **self.background,
+        )
+        for batch in extracted.iter_batches(batch_size=None, batch_format="pandas"):
+            yield batch.to_dict("records")
 
     def _summarize(self, router: GraphRouter) -> None:
         graph = self.settings.graph
@@ -220,12 +249,15 @@ class IndexRun:
             return
         self.say(f"summarising {len(todo)} long descriptions")
         ex = self.settings.extraction
-        results = _blocks_of(todo, self.settings.llm.max_concurrency).map_batches(
-            SummarizeItems,
-            fn_constructor_kwargs={"settings": self.settings_dict},
-            batch_size=self.settings.llm.max_concurrency,
-            **actor_pool(ex.actors, ex.num_cpus, ex.num_gpus),
-        ).take_all()
+        if self.processors is not None:
+            results = self.processors.summarize(todo)
+        else:
+            results = _blocks_of(todo, self.settings.llm.max_concurrency).map_batches(
+                SummarizeItems,
+                fn_constructor_kwargs={"settings": self.settings_dict},
+                batch_size=self.settings.llm.max_concurrency,
+                **actor_pool(ex.actors, ex.num_cpus, ex.num_gpus), **self.background,
+            ).take_all()
         summaries = {row["hash"]: row["summary"] for row in results if not row["error"]}
         failed = len(results) - len(summaries)
         if failed:
@@ -242,7 +274,7 @@ class IndexRun:
 
         def work() -> None:
             try:
-                self._embed_items(pool, batches())
+                self._embed_items(pool, batches(), StageProgress(self.say, "embedding chunks", len(chunks), "chunks"))
             except BaseException as error:  # noqa: BLE001 - re-raised by the main thread
                 self._embed_error = error
 
@@ -250,14 +282,16 @@ class IndexRun:
         thread.start()
         return thread
 
-    def _embed_items(self, pool: EmbeddingPool, batches: Iterable[list[Item]]) -> None:
+    def _embed_items(self, pool: EmbeddingPool, batches: Iterable[list[Item]], progress: StageProgress) -> None:
         """Embed ``batches`` (a bounded number in flight) and upsert their vectors."""
         for batch in batches:
             pool.submit(batch)
             for items, vectors in pool.completed(leave=pool.max_in_flight):
                 self._write_vectors(items, vectors)
+                progress.advance(len(items))
         for items, vectors in pool.completed():
             self._write_vectors(items, vectors)
+            progress.advance(len(items))
 
     def _write_vectors(self, items: list[Item], vectors: Any) -> None:
         if self.writer is None:
@@ -273,9 +307,9 @@ class IndexRun:
             raise self._embed_error
         changes = router.take_changes()
         items = graph_vector_items(changes)
-        if items:
-            self.say(f"embedding {len(items)} entities and relations")
-        self._embed_items(pool, (items[start : start + pool.batch_size] for start in range(0, len(items), pool.batch_size)))
+        progress = StageProgress(self.say, "embedding entities and relations", len(items), "texts")
+        batches = (items[start : start + pool.batch_size] for start in range(0, len(items), pool.batch_size))
+        self._embed_items(pool, batches, progress)
         if changes["removed"]:
             self.writer = self.writer or self._vector_writer(self.manifest.embedding_dim)
             delete_graph_vectors(self.writer, changes["removed"])
@@ -298,13 +332,18 @@ class IndexRun:
     def run(self, paths: list[str]) -> IndexReport:
         """Index ``paths`` into the workspace and return what happened."""
         started = time.monotonic()
-        ensure_ray(self.settings)
-        files = list_input_files(paths)
+        inputs = list_input_files(paths, exclude=self.settings.workspace)  # before Ray: a wrong path fails fast
+        files = inputs.files
         self.report.files = len(files)
+        self.report.errors.extend(inputs.errors)
+        if not files and not inputs.errors:
+            raise FileNotFoundError(f"no files to index under {' '.join(paths)}")
         if not files:
-            raise FileNotFoundError(f"no supported files (.txt .md .json .jsonl .parquet) under {paths}")
-        self.say(f"reading {len(files)} files")
-        docs = _read_documents(files, self.settings.ray.task_cpus, self.display_names)
+            return self.report
+        ensure_ray(self.settings)
+        self.say(f"reading {len(files)} files" + (f" ({len(inputs.errors)} skipped: unsupported type)"
+                                                  if inputs.errors else ""))
+        docs = _read_documents(files, self.task_args, self.display_names)
         todo = self._select_documents(docs)
         self.report.docs_new = len(todo)
         if not todo:
@@ -320,8 +359,14 @@ class IndexRun:
             self.report.chunks = len(chunks)
             self.say(f"{len(todo)} documents to index, {self.report.chunks} chunks")
             chunk_thread = self._embed_in_background(pool, chunks)
-            errors = self._extract(chunks, router)
-            self._summarize(router)
+            try:
+                errors = self._extract(chunks, router)
+                self._summarize(router)
+                self._check_stop()
+            except IndexCancelled:  # its documents are marked failed: run again to finish, or delete them
+                per_doc = Counter(row["doc_id"] for row in chunks)
+                self._finish(chunks, todo, {doc: [CANCELLED] * per_doc[doc] for doc in todo}, router)
+                raise
             self._embed(pool, chunk_thread, router)
             router.save()
             self._finish(chunks, todo, errors, router)
@@ -335,6 +380,7 @@ class IndexRun:
     def _finish(
         self, chunks: list[dict[str, Any]], todo: dict, errors: dict[str, list[str]], router: GraphRouter
     ) -> None:
+        self.report.llm_tokens = self.processors.tokens if self.processors else 0
         per_doc = Counter(row["doc_id"] for row in chunks)
         changes = []
         for doc, row in todo.items():
@@ -363,6 +409,6 @@ def index_paths(
     """Index files or folders into ``settings.workspace`` (incremental and resumable).
 
     ``opened`` may pass ``router=`` and ``vectors=`` that the caller keeps open,
-    ``display_names=`` and ``niceness=`` (see IndexRun).
+    ``display_names=``, ``niceness=`` and ``stop=`` (see IndexRun).
     """
     return IndexRun(settings, progress, **opened).run(paths)

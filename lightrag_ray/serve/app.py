@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from fastapi import FastAPI, File, HTTPException, Query, UploadFile
+from fastapi import FastAPI, File, HTTPException, Query, Request, UploadFile
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
@@ -40,6 +40,7 @@ from lightrag_ray.serve.api_models import (
     references,
 )
 from lightrag_ray.serve.deployments import (
+    SERVING,
     EmbedderDeployment,
     HandleEmbedder,
     HandleLLM,
@@ -47,7 +48,7 @@ from lightrag_ray.serve.deployments import (
     LLMDeployment,
     WorkspaceDeployment,
 )
-from lightrag_ray.serve.http_guard import RequestGuard
+from lightrag_ray.serve.http_guard import RequestGuard, has_key
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph_reader import GraphUnavailableError, ShardReader
 from lightrag_ray.storage.vectors import is_server_uri, open_store
@@ -93,7 +94,7 @@ def _sse(payload: dict[str, Any]) -> str:
 
 
 @serve.deployment(
-    ray_actor_options={"num_cpus": 0.1},
+    ray_actor_options={"num_cpus": 0.1, **SERVING},
     autoscaling_config={"min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 8},
     max_ongoing_requests=64,
 )
@@ -212,6 +213,9 @@ class Ingress:
     async def _submit(self, files: list[tuple[str, bytes]], prefix: str) -> InsertResponse:
         from lightrag_ray.serve.workspace_service import InsertRejected
 
+        if self.settings.llm.backend == "none" and self.settings.extraction.mode == "llm":
+            raise HTTPException(409, "inserts are off: this server has no LLM for extraction. Restart it with "
+                                     "--llm-base-url http://HOST:PORT/v1, or with --extraction-mode fast (no LLM)")
         try:
             job = await self.workspace.submit.remote(files, prefix)
         except InsertRejected as exc:
@@ -231,10 +235,30 @@ class Ingress:
             raise HTTPException(404, f"no insert job with track id {track_id!r}")
         return found
 
+    @api.post("/documents/cancel/{track_id}")
+    async def cancel(self, track_id: str) -> dict[str, Any]:
+        """Cancel an insert job: a queued one never runs, a running one stops after its
+        current extraction batch (its documents are then marked failed)."""
+        job = await self.workspace.cancel.remote(track_id)
+        if job is None:
+            raise HTTPException(404, f"no insert job with track id {track_id!r}")
+        if job["status"] not in ("pending", "processing", "cancelled"):
+            raise HTTPException(409, f"job {track_id} has already ended ({job['status']})")
+        stopping = job["status"] == "processing"
+        return {"track_id": track_id, "status": "cancelling" if stopping else "cancelled",
+                "message": f"follow it at /documents/track_status/{track_id}" if stopping else "the job will not run"}
+
     @api.delete("/documents/delete_document")
     async def delete_document(self, request: DeleteDocRequest) -> dict[str, Any]:
         """Delete documents; entities and relations they shared keep their other sources."""
-        result = await self.workspace.delete.remote(request.doc_ids)
+        from lightrag_ray.serve.workspace_service import WriteBusy
+
+        try:
+            result = await self.workspace.delete.remote(request.doc_ids)
+        except WriteBusy as exc:
+            cause = getattr(exc, "cause", None) or exc
+            return JSONResponse({"detail": str(cause), "track_id": cause.track_id}, status_code=409,
+                                headers={"Retry-After": "5"})
         if not result["deleted"]:
             raise HTTPException(404, f"none of these documents exist: {', '.join(result['not_found'])}")
         return {"status": "deletion_completed", "message": f"deleted {len(result['deleted'])} documents",
@@ -298,9 +322,11 @@ class Ingress:
         return StreamingResponse(events(), media_type="text/event-stream")
 
     @api.get("/health")
-    async def health(self) -> dict[str, Any]:
-        """Status, graph version, counts and models (no API key needed), and the node of
-        the ingress replica that answered."""
+    async def health(self, request: Request) -> dict[str, Any]:
+        """Liveness (no API key needed); with the key (or on a server without one) also the
+        graph version, counts, models and the node of the ingress replica that answered."""
+        if not has_key(dict(request.scope.get("headers") or []), _GUARD["api_key"]):
+            return {"status": "healthy"}
         return {**await self.workspace.health.remote(), "served_by": self.node_id}
 
 

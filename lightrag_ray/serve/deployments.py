@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,12 @@ from lightrag_ray.config import EmbeddingConfig, LLMConfig, Settings
 from lightrag_ray.models.embedding import make_embedder
 from lightrag_ray.models.llm import LLMClient, LLMError, Messages, make_llm_client
 from lightrag_ray.query.stores import ThreadedVectorIndex
+from lightrag_ray.ray_runtime import BACKGROUND_NICENESS, SERVING_NICENESS, lower_thread_priority, niceness_options
+
+# Every replica (and the graph shards the workspace owner starts) runs at niceness 0, an
+# insert job's driver thread, tasks and actors at 19 (below Serve's proxy at Ray's default
+# 15), so on nodes that do both the queries come first (scripts/bench_serve.py --during-insert).
+SERVING = niceness_options(SERVING_NICENESS)
 
 
 class HandleEmbedder:
@@ -46,7 +53,7 @@ class BlockingHandleEmbedder:
 
 
 @serve.deployment(
-    ray_actor_options={"num_cpus": 0.5},
+    ray_actor_options={"num_cpus": 0.5, **SERVING},
     autoscaling_config={"min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 16},
     max_ongoing_requests=128,
 )
@@ -87,7 +94,7 @@ class HandleLLM:
         return None
 
 
-@serve.deployment(ray_actor_options={"num_cpus": 0.1}, max_ongoing_requests=256)
+@serve.deployment(ray_actor_options={"num_cpus": 0.1, **SERVING}, max_ongoing_requests=256)
 class LLMDeployment:
     """An OpenAI-compatible upstream (or a local transformers model) for keywords and answers.
 
@@ -126,7 +133,7 @@ class HandleVectorIndex:
         return await self.handle.get.remote(kind, ids, output_fields)
 
 
-@serve.deployment(ray_actor_options={"num_cpus": 0.1}, max_ongoing_requests=512, health_check_timeout_s=120)
+@serve.deployment(ray_actor_options={"num_cpus": 0.1, **SERVING}, max_ongoing_requests=512, health_check_timeout_s=120)
 class WorkspaceDeployment:
     """The single writer of the workspace: it owns the graph shard actors (detached, so
     they outlive a crash of this replica and keep serving reads) and, with Milvus Lite, the
@@ -143,6 +150,10 @@ class WorkspaceDeployment:
         self.ready = asyncio.Lock()
         self.jobs: asyncio.Queue[str] = asyncio.Queue()
         self.worker: asyncio.Task | None = None
+        # One long-lived, nicer thread for insert jobs (niceness is per thread on Linux
+        # and cannot be lowered back, so the shared thread pool must not be used).
+        self.job_thread = ThreadPoolExecutor(1, "insert-job", initializer=lower_thread_priority,
+                                             initargs=(BACKGROUND_NICENESS,))
 
     async def _service(self):
         """Open the workspace on first use (needs the embedder's dimension)."""
@@ -161,7 +172,7 @@ class WorkspaceDeployment:
     async def _run_jobs(self) -> None:
         while True:
             track_id = await self.jobs.get()
-            await asyncio.to_thread(self.service.run_job, track_id)
+            await asyncio.get_running_loop().run_in_executor(self.job_thread, self.service.run_job, track_id, BACKGROUND_NICENESS)
 
     async def _call(self, method: str, *args: Any) -> Any:
         service = await self._service()
@@ -172,6 +183,7 @@ class WorkspaceDeployment:
         release Milvus. A crashed replica never gets here, so its shards keep serving."""
         if self.service is not None:
             self.service.close()
+        self.job_thread.shutdown(wait=False)
 
     async def check_health(self) -> None:
         """Serve's periodic probe; also opens the workspace right after start."""
@@ -200,6 +212,9 @@ class WorkspaceDeployment:
 
     async def track_status(self, track_id: str):
         return await self._call("track_status", track_id)
+
+    async def cancel(self, track_id: str):
+        return await self._call("cancel", track_id)
 
     async def documents(self):
         return await self._call("documents")

@@ -12,33 +12,43 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import re
 import threading
+import traceback
 import uuid
 from pathlib import PurePosixPath
 from typing import Any
 
 from lightrag_ray.config import Settings
+from lightrag_ray.core.errors import short_error
 from lightrag_ray.core.subgraph import subgraph
 from lightrag_ray.index.deletion import delete_documents
 from lightrag_ray.index.documents import parse_file
-from lightrag_ray.index.pipeline import index_paths
+from lightrag_ray.index.pipeline import IndexCancelled, index_paths
 from lightrag_ray.models.embedding import Embedder
+from lightrag_ray.ray_runtime import quiet_ray_data
 from lightrag_ray.storage import doc_status
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph_router import GraphRouter
 from lightrag_ray.storage.vectors import open_store
 from lightrag_ray.storage.workspace import Workspace
 
-PENDING, PROCESSING, DUPLICATED = "pending", "processing", "duplicated"
-# Insert jobs embed at a lower CPU priority: on a node that also answers queries, the
-# queries come first (measured with scripts/bench_serve.py --during-insert).
-INSERT_NICENESS = 10
+PENDING, PROCESSING, DUPLICATED, CANCELLED = "pending", "processing", "duplicated", "cancelled"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+LOG = logging.getLogger("ray.serve")  # the replica's log; job progress at most every few seconds
 
 
 class InsertRejected(ValueError):
     """Nothing in the request can become a document; the message says why."""
+
+
+class WriteBusy(RuntimeError):
+    """A write that cannot start now: an insert job holds the workspace."""
+
+    def __init__(self, message: str, track_id: str = "") -> None:
+        super().__init__(message)
+        self.track_id = track_id
 
 
 def safe_file_name(name: str, default: str = "text.txt") -> str:
@@ -65,6 +75,8 @@ class WorkspaceService:
         self.graph = GraphRouter(self.settings.workspace, self.settings.graph, self.settings.ray.namespace,
                                  keep_alive=True)
         self.write_lock = threading.Lock()
+        self.stop = threading.Event()  # set to cancel the running job
+        quiet_ray_data(not settings.ray.verbose)  # job progress goes to LOG, not Ray Data's bars
         self.jobs: dict[str, dict[str, Any]] = {
             job["track_id"]: job for job in map(json.loads, self._track_files())
         }
@@ -123,23 +135,48 @@ class WorkspaceService:
         """Track ids of jobs not yet run to the end (queued, or cut short by a restart)."""
         return sorted(t for t, job in self.jobs.items() if job["status"] in (PENDING, PROCESSING))
 
-    def run_job(self, track_id: str) -> dict[str, Any]:
-        """Index one job's inbox folder (blocking; one writer at a time)."""
-        job = self.jobs[track_id]
+    def run_job(self, track_id: str, niceness: int | None = None) -> dict[str, Any]:
+        """Index one job's inbox folder (blocking; one writer at a time); its Ray tasks
+        and actors run at ``niceness`` (None: Ray's default)."""
         with self.write_lock:
+            job = self.jobs[track_id]
+            if job["status"] == CANCELLED:
+                return job
+            self.stop.clear()
             self._save_job({**job, "status": PROCESSING})
             try:
                 report = index_paths(
-                    [f"{self.workspace.uri}/inbox/{track_id}"], self.settings, progress=None,
-                    router=self.graph, vectors=self.vectors, display_names=job["files"], niceness=INSERT_NICENESS,
+                    [f"{self.workspace.uri}/inbox/{track_id}"], self.settings,
+                    progress=lambda message: LOG.info("%s: %s", track_id, message),
+                    router=self.graph, vectors=self.vectors, display_names=job["files"], niceness=niceness,
+                    stop=self.stop,
                 )
+            except IndexCancelled:
+                job = {**self.jobs[track_id], "status": CANCELLED, "error": "cancelled while running: its "
+                       "documents are marked failed; insert them again to finish, or delete them"}
             except Exception as exc:  # the job fails, the service stays up
-                job = {**self.jobs[track_id], "status": doc_status.FAILED, "error": f"{type(exc).__name__}: {exc}"}
+                job = {**self.jobs[track_id], "status": doc_status.FAILED, "error": self._job_error(track_id, exc)}
             else:
                 status = doc_status.FAILED if report.docs_failed else doc_status.PROCESSED
                 job = {**self.jobs[track_id], "status": status, "report": report.to_dict()}
             self._save_job(job)
         return job
+
+    def _job_error(self, track_id: str, exc: Exception) -> str:
+        """One line for the job's status; the traceback goes to ``logs/<track_id>.log``."""
+        log = ("logs", f"{track_id}.log")
+        self.workspace.write_bytes("".join(traceback.format_exception(exc)).encode(), *log)
+        return f"the insert failed: {short_error(exc)} (details in {'/'.join(log)} in the workspace)"
+
+    def cancel(self, track_id: str) -> dict[str, Any] | None:
+        """Cancel a job: a pending one never runs, a running one stops after its current
+        extraction batch. Returns the job (None for an unknown id)."""
+        job = self.jobs.get(track_id)
+        if job is not None and job["status"] == PENDING:
+            self._save_job({**job, "status": CANCELLED, "error": "cancelled before it ran"})
+        elif job is not None and job["status"] == PROCESSING:
+            self.stop.set()
+        return self.jobs.get(track_id)
 
     def track_status(self, track_id: str) -> dict[str, Any] | None:
         """The job and the status of each of its documents, or None for an unknown id."""
@@ -159,8 +196,16 @@ class WorkspaceService:
         return {
             "track_id": track_id, "job_status": job["status"], "documents": documents,
             "total_count": len(documents), "status_summary": summary, "errors": job["errors"],
-            "error": job.get("error"),
+            "error": job.get("error"), "queue_position": self.queue_position(track_id),
         }
+
+    def queue_position(self, track_id: str) -> int | None:
+        """A pending job's place in the queue (1: it runs next), None when not pending. Jobs
+        run in the order they were submitted, which is the order of ``self.jobs``."""
+        if self.jobs[track_id]["status"] != PENDING:
+            return None
+        pending = [t for t, job in self.jobs.items() if job["status"] == PENDING]
+        return pending.index(track_id) + 1
 
     # ---- documents ---------------------------------------------------------------------
     def documents(self) -> dict[str, Any]:
@@ -179,9 +224,16 @@ class WorkspaceService:
         return {"statuses": statuses, "status_counts": {s: len(rows) for s, rows in statuses.items()}}
 
     def delete(self, doc_ids: list[str]) -> dict[str, Any]:
-        """Delete documents; only the entities and relations they touched are re-derived."""
-        with self.write_lock:
+        """Delete documents; only the entities and relations they touched are re-derived.
+        Raises WriteBusy at once while an insert job holds the workspace."""
+        if not self.write_lock.acquire(blocking=False):
+            running = next((t for t, job in self.jobs.items() if job["status"] == PROCESSING), "")
+            raise WriteBusy(f"an insert job is running ({running}); delete again once it has finished "
+                            f"(GET /documents/track_status/{running})", running)
+        try:
             return delete_documents(self.workspace, self.graph, self.vectors, self.embedder, doc_ids)
+        finally:
+            self.write_lock.release()
 
     def health(self) -> dict[str, Any]:
         """Graph version, counts, models and whether a write is running."""
