@@ -123,16 +123,21 @@ class QueryEngine:
         by_id = {row["id"]: {**row, "chunk_id": row["id"]} for row in rows}
         return [by_id[i] for i in ids if i in by_id]
 
-    async def retrieve(self, question: str, param: QueryParam) -> tuple[QueryContext, Keywords, int]:
-        """The context for ``question`` (no generation), its keywords and LLM calls made."""
-        if param.mode == "bypass":
-            return QueryContext(), Keywords(), 0
+    async def search_vectors(self, question: str, param: QueryParam) -> tuple[Keywords, int, Any]:
+        """Keywords, LLM calls made and the three search vectors: the question (passages),
+        the low-level keywords (entities), the high-level keywords (relations)."""
         calls = 0
         keywords = Keywords()
         if param.mode != "naive":
             keywords, calls = await self.keywords(question, param)
         texts = [question, ", ".join(keywords.low) or question, ", ".join(keywords.high) or question]
-        q_vec, ll_vec, hl_vec = await self.embedder.embed(texts)
+        return keywords, calls, await self.embedder.embed(texts)
+
+    async def retrieve(self, question: str, param: QueryParam) -> tuple[QueryContext, Keywords, int]:
+        """The context for ``question`` (no generation), its keywords and LLM calls made."""
+        if param.mode == "bypass":
+            return QueryContext(), Keywords(), 0
+        keywords, calls, (q_vec, ll_vec, hl_vec) = await self.search_vectors(question, param)
         entities, relations = [], []
         vector_ids: list[str] = []
         tasks = []
