@@ -375,17 +375,3 @@ def test_killed_workspace_replica_resumes_its_insert_job(client, indexed):
     docs = client.get("/documents").json()["statuses"]
     assert doc_id(text) in {d["doc_id"] for d in docs["processed"]} and "processing" not in docs
 
-
-def test_replicas_and_shards_run_ahead_of_insert_jobs(app, indexed):
-    """Query-serving processes at niceness 0; Ray's other workers stay at its default 15 (an
-    insert job's workers at 19: tests/test_ray_runtime.py)."""
-    import os
-
-    from ray.util.state import list_actors
-
-    alive = list_actors(filters=[("state", "=", "ALIVE")], limit=1000)
-    niceness = {a.class_name: os.getpriority(os.PRIO_PROCESS, a.pid) for a in alive
-                if a.class_name.startswith(("ServeReplica:", "GraphShard"))}
-    serving = {name for name in niceness if "Ingress" in name or "Embedder" in name or "Workspace" in name}
-    assert len(serving) == 3 and "GraphShard" in niceness
-    assert {name: niceness[name] for name in [*serving, "GraphShard"]} == dict.fromkeys([*serving, "GraphShard"], 0)
