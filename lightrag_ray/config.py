@@ -90,6 +90,9 @@ class EmbeddingConfig(_Section):
     cpu_threads: int | None = Field(
         None, gt=0, description="torch threads per embedder on CPU; default: the machine's cores / actors "
         "(Ray would otherwise pin a 0.5-CPU actor to one thread).")
+    query_threads: int = Field(
+        1, gt=0, description="CPU threads of the embedder that serves queries (the CLI/Python session, the Serve "
+        "embedder): a question's few short texts gain little from more, and busy cores stall extra threads.")
 
 
 class GraphConfig(_Section):

@@ -121,7 +121,8 @@ def test_short_text_is_one_chunk():
     assert row["file_path"] == "a.txt"
     assert row["order"] == 0
     assert row["tokens"] == count_tokens("  Hello world.  ")
-    assert set(row) == {"chunk_id", "doc_id", "order", "tokens", "text", "file_path"}
+    assert row["text_tokens"] == count_tokens("Hello world.")  # the stored (stripped) text's own count
+    assert set(row) == {"chunk_id", "doc_id", "order", "tokens", "text_tokens", "text", "file_path"}
 
 
 def test_ids_are_deterministic():

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import random
 
-from lightrag_ray.core.context import Budgets, build_context
+import pytest
+
+from lightrag_ray.core.context import JOIN_EXCESS, Budgets, passage_cost, build_context, passage_block, reference_line
 from lightrag_ray.core.tokenizer import count_tokens
 
 WORDS = "Scrooge counting-house Marley's ghost: chains, 7 years; £20 — Tiny Tim (crutch) 'God bless us' \n".split(" ")
@@ -16,7 +18,7 @@ def _text(rng: random.Random, words: int) -> str:
 
 def test_sections_and_total_stay_within_their_budgets():
     rng = random.Random(3)
-    for trial in range(40):
+    for trial in range(300):
         entities = [{"name": _text(rng, 2), "type": "person", "description": _text(rng, rng.randint(5, 80))}
                     for _ in range(rng.randint(0, 40))]
         relations = [{"source": _text(rng, 2), "target": _text(rng, 2), "keywords": _text(rng, 3),
@@ -33,3 +35,42 @@ def test_sections_and_total_stay_within_their_budgets():
         assert len(context.entities) == max(0, sections["entities"].count("\n- "))
         # passages are kept as a prefix of the ranked list, numbered in order
         assert context.chunks == [{**c, "ref": n} for n, c in enumerate(chunks[:len(context.chunks)], start=1)]
+
+
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_a_line_break_adds_at_most_join_excess_tokens_to_the_parts_counted_apart(encoding):
+    """The bound build_context relies on to count lines one by one (JOIN_EXCESS)."""
+    pieces = [*"abXY \t\n\r.,;:'\"-()[]{}09£€$%&*/\\<>", "'s", "'ll", "’", "中文", "。", "，", "😀", "é", " \n", "\n\n", "- ", "[1] "]
+    rng = random.Random(7)
+    worst = 0
+    for _ in range(20000):
+        a = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        b = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        worst = max(worst, count_tokens(a + "\n" + b, encoding) - count_tokens(a, encoding) - count_tokens("\n" + b, encoding))
+    assert worst == JOIN_EXCESS  # reached (so the bound is needed) and never passed
+
+
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_apassage_costs_at_most_its_bound_from_the_stored_text_tokens(encoding):
+    rng = random.Random(11)
+    for trial in range(300):
+        text = _text(rng, rng.randint(1, 200)).strip() or "x"
+        chunk = {"chunk_id": f"chunk-{trial}", "file_path": f"dir/file {trial}.txt", "text": text}
+        counted = passage_cost(trial, chunk, encoding)
+        stored = passage_cost(trial, {**chunk, "text_tokens": count_tokens(text, encoding)}, encoding)
+        exact = (count_tokens("\n" + passage_block(trial, chunk), encoding)
+                 + count_tokens("\n" + reference_line(trial, chunk), encoding))
+        assert exact <= counted <= stored <= exact + 4 * JOIN_EXCESS + 1, trial
+
+
+def test_passages_fill_the_same_budget_with_stored_or_counted_text_tokens():
+    rng = random.Random(5)
+    chunks = [{"chunk_id": f"chunk-{i}", "file_path": f"f{i}.txt", "text": _text(rng, rng.randint(50, 300)).strip()}
+              for i in range(12)]
+    stored = [{**c, "text_tokens": count_tokens(c["text"])} for c in chunks]
+    for total in range(400, 4000, 150):
+        budgets = Budgets(500, 500, total)
+        counted_context = build_context([], [], chunks, budgets)
+        stored_context = build_context([], [], stored, budgets)
+        assert count_tokens(stored_context.text) <= total
+        assert len(counted_context.chunks) - 1 <= len(stored_context.chunks) <= len(counted_context.chunks)

@@ -166,3 +166,35 @@ def test_these_tests_need_no_ray_milvus_or_model():
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=root)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+class RecordingEmbedder(HashingEmbedder):
+    """HashingEmbedder that records the texts of each call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[list[str]] = []
+
+    async def embed(self, texts: list[str]):
+        self.calls.append(list(texts))
+        return self.embed_now(texts)
+
+
+@pytest.mark.parametrize("mode, texts", [
+    ("naive", ["Who is Tiny Tim?"]), ("local", ["Tiny Tim"]), ("global", ["family"]),
+    ("hybrid", ["Tiny Tim", "family"]), ("mix", ["Who is Tiny Tim?", "Tiny Tim", "family"]), ("bypass", None),
+])
+def test_each_mode_embeds_only_the_texts_it_searches_with_in_one_call(mode, texts):
+    engine, _ = _engine()
+    engine.embedder = recording = RecordingEmbedder()
+    context, _, _ = retrieve(engine, "Who is Tiny Tim?", mode=mode, ll_keywords=["Tiny Tim"], hl_keywords=["family"])
+    assert recording.calls == ([texts] if texts else [])
+    assert bool(context.chunks) == (mode != "bypass")
+
+
+def test_a_keyword_text_equal_to_the_question_is_embedded_once():
+    engine, _ = _engine()
+    engine.embedder = recording = RecordingEmbedder()
+    question = "Who is Tiny Tim?"
+    retrieve(engine, question, mode="mix", ll_keywords=["Tiny Tim"], hl_keywords=[question])
+    assert recording.calls == [[question, "Tiny Tim"]]

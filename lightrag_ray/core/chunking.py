@@ -17,7 +17,8 @@ def chunk_text(
     encoding: str = "cl100k_base",
     file_path: str = "",
 ) -> list[dict[str, Any]]:
-    """Chunk rows (chunk_id, doc_id, order, tokens, text, file_path) of one document.
+    """Chunk rows (chunk_id, doc_id, order, tokens, text_tokens, text, file_path) of one
+    document: ``tokens`` is the window's length, ``text_tokens`` the (stripped) text's count.
 
     Windows of ``chunk_tokens`` tokens start every ``chunk_tokens - overlap_tokens``
     tokens; the last window may be shorter. Empty text gives no chunks.
@@ -38,6 +39,7 @@ def chunk_text(
                     "doc_id": doc,
                     "order": order,
                     "tokens": len(window),
+                    "text_tokens": len(enc.encode(piece, disallowed_special=())),
                     "text": piece,
                     "file_path": file_path,
                 }

@@ -2,7 +2,9 @@
 
 The context has three sections: graph entities, graph relations and numbered source
 passages, followed by a reference list that maps each number to its file and chunk.
-Each section is cut to its budget by re-tokenising, so budgets hold exactly.
+Each section is cut to its budget: lines are counted one by one, plus a bound on what the
+line breaks can add, and a section is counted whole only when that bound could pass its
+budget, so budgets hold for the text as the LLM counts it.
 """
 
 from __future__ import annotations
@@ -64,9 +66,18 @@ def reference_line(number: int, chunk: dict[str, Any]) -> str:
     return f"[{number}] {chunk['file_path']} ({chunk['chunk_id']})"
 
 
+# Counted whole, ``a + "\n" + b`` has at most one token more than ``a`` and ``"\n" + b``
+# counted apart (BPE merges a line's last characters with the line break; checked for
+# cl100k_base and o200k_base in tests/test_context.py): a bound that spares re-counting.
+JOIN_EXCESS = 1
+
+
 def _fit(header: str, items: list[Any], render, budget: int, encoding: str) -> tuple[list[Any], str, int]:
     """The longest prefix of ``items`` whose rendered section stays within ``budget`` tokens,
-    the section's text and its token count."""
+    the section's text and a bound on its tokens (at most ``budget``).
+
+    Lines are counted one by one; the whole text is counted again only when the joins could
+    push it past the budget (see JOIN_EXCESS)."""
     kept: list[Any] = []
     lines = [header]
     used = count_tokens(header, encoding)
@@ -79,21 +90,26 @@ def _fit(header: str, items: list[Any], render, budget: int, encoding: str) -> t
         lines.append(line)
         used += cost
     text = "\n".join(lines)
-    while kept and _near(used, budget) and count_tokens(text, encoding) > budget:  # BPE merges across lines
+    if used + JOIN_EXCESS * len(kept) <= budget:
+        return (kept, text, used + JOIN_EXCESS * len(kept)) if kept else ([], "", 0)
+    while kept and (used := count_tokens(text, encoding)) > budget:
         kept.pop()
         lines.pop()
         text = "\n".join(lines)
-        used = budget  # keep rechecking what is left
-    if not kept:
-        return [], "", 0
-    return kept, text, count_tokens(text, encoding) if used == budget else used
+    return (kept, text, used) if kept else ([], "", 0)
 
 
-def _near(used: int, budget: int) -> bool:
-    """Whether a section counted line by line may exceed its budget when counted whole:
-    cl100k splits words at line breaks, so the two counts differ by a few tokens at most,
-    and only a section within 2% of its budget is re-tokenised whole."""
-    return used > budget * 0.98 - 8
+def passage_cost(number: int, chunk: dict[str, Any], encoding: str) -> int:
+    """A bound on the tokens a passage block and its reference line add, each after a line
+    break. With the chunk's ``text_tokens`` (stored at indexing) the text is not counted again:
+    a line break before a stripped text is one token, and the block's inner break adds at most
+    JOIN_EXCESS."""
+    reference = count_tokens("\n" + reference_line(number, chunk), encoding)  # also the block's first line
+    if chunk.get("text_tokens") is None:
+        block = count_tokens("\n" + passage_block(number, chunk), encoding)
+    else:
+        block = reference + int(chunk["text_tokens"]) + 1 + JOIN_EXCESS
+    return block + reference + 2 * JOIN_EXCESS
 
 
 def build_context(
@@ -122,10 +138,9 @@ def build_context(
     numbered = list(enumerate(chunks, start=1))
     # Passages and their references must fit together; each passage costs its block + reference line.
     kept_c: list[tuple[int, dict[str, Any]]] = []
-    used = count_tokens(PASSAGE_HEADER + "\n\n" + REFERENCE_HEADER, encoding)
+    used = count_tokens(PASSAGE_HEADER + "\n\n" + REFERENCE_HEADER, encoding) + 2 * JOIN_EXCESS
     for number, chunk in numbered:
-        cost = count_tokens("\n" + passage_block(number, chunk), encoding)
-        cost += count_tokens("\n" + reference_line(number, chunk), encoding)
+        cost = passage_cost(number, chunk, encoding)
         if used + cost > left:
             break
         kept_c.append((number, chunk))
@@ -139,9 +154,6 @@ def build_context(
         return passages + "\n\n" + refs
 
     passage_text = render_passages(kept_c)
-    while kept_c and _near(used, left) and count_tokens(passage_text, encoding) > left:
-        kept_c.pop()
-        passage_text = render_passages(kept_c)
 
     sections = {"entities": entity_text, "relations": relation_text, "passages": passage_text}
     text = "\n\n".join(part for part in sections.values() if part)

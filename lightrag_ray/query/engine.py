@@ -27,7 +27,13 @@ from lightrag_ray.models.llm import LLMClient
 from lightrag_ray.query.stores import GraphLookup, TextEmbedder, VectorIndex
 
 Mode = Literal["naive", "local", "global", "hybrid", "mix", "bypass"]
-CHUNK_FIELDS = ["id", "text", "file_path", "doc_id", "order"]
+# Which search vectors a mode uses: the question finds passages, the low-level keywords
+# entities, the high-level keywords relations.
+SEARCH_TEXTS: dict[str, tuple[str, ...]] = {
+    "naive": ("question",), "local": ("low",), "global": ("high",), "hybrid": ("low", "high"),
+    "mix": ("question", "low", "high"), "bypass": (),
+}
+CHUNK_FIELDS = ["id", "text", "file_path", "doc_id", "order", "text_tokens"]  # text_tokens: absent in older indexes
 
 
 class QueryParam(BaseModel):
@@ -45,6 +51,15 @@ class QueryParam(BaseModel):
     ll_keywords: list[str] | None = Field(None, description="Skip the keyword call with these names.")
     history: list[dict[str, str]] = Field(default_factory=list, description="Earlier chat turns.")
     response_type: str = Field("", description="Answer style, e.g. 'bullet points'.")
+
+
+@dataclass
+class SearchVectors:
+    """The embedded search texts of one question (None where the mode needs none)."""
+
+    question: np.ndarray | None = None
+    low: np.ndarray | None = None
+    high: np.ndarray | None = None
 
 
 @dataclass
@@ -123,21 +138,27 @@ class QueryEngine:
         by_id = {row["id"]: {**row, "chunk_id": row["id"]} for row in rows}
         return [by_id[i] for i in ids if i in by_id]
 
-    async def search_vectors(self, question: str, param: QueryParam) -> tuple[Keywords, int, Any]:
-        """Keywords, LLM calls made and the three search vectors: the question (passages),
-        the low-level keywords (entities), the high-level keywords (relations)."""
+    async def search_vectors(self, question: str, param: QueryParam) -> tuple[Keywords, int, SearchVectors]:
+        """Keywords, LLM calls made and the search vectors ``param.mode`` uses: the question
+        (passages), the low-level keywords (entities), the high-level keywords (relations).
+        Each distinct text is embedded once, in one call."""
         calls = 0
         keywords = Keywords()
         if param.mode != "naive":
             keywords, calls = await self.keywords(question, param)
-        texts = [question, ", ".join(keywords.low) or question, ", ".join(keywords.high) or question]
-        return keywords, calls, await self.embedder.embed(texts)
+        texts = {"question": question, "low": ", ".join(keywords.low) or question,
+                 "high": ", ".join(keywords.high) or question}
+        wanted = {name: texts[name] for name in SEARCH_TEXTS[param.mode]}
+        distinct = list(dict.fromkeys(wanted.values()))
+        rows = dict(zip(distinct, await self.embedder.embed(distinct))) if distinct else {}
+        return keywords, calls, SearchVectors(**{name: rows[text] for name, text in wanted.items()})
 
     async def retrieve(self, question: str, param: QueryParam) -> tuple[QueryContext, Keywords, int]:
         """The context for ``question`` (no generation), its keywords and LLM calls made."""
         if param.mode == "bypass":
             return QueryContext(), Keywords(), 0
-        keywords, calls, (q_vec, ll_vec, hl_vec) = await self.search_vectors(question, param)
+        keywords, calls, vectors = await self.search_vectors(question, param)
+        q_vec, ll_vec, hl_vec = vectors.question, vectors.low, vectors.high
         entities, relations = [], []
         vector_ids: list[str] = []
         tasks = []

@@ -6,7 +6,7 @@ import asyncio
 
 from lightrag_ray.config import Settings
 from lightrag_ray.core.context import QueryContext
-from lightrag_ray.models.embedding import make_embedder
+from lightrag_ray.models.embedding import make_query_embedder
 from lightrag_ray.models.llm import make_llm_client
 from lightrag_ray.query.engine import QueryEngine, QueryParam, QueryResult
 from lightrag_ray.query.stores import ThreadedEmbedder, ThreadedVectorIndex
@@ -27,7 +27,7 @@ class LocalSession:
         if not manifest.is_indexed():
             raise FileNotFoundError(f"{settings.workspace} holds no index yet; run `lightrag-ray index` first")
         ensure_ray(settings)
-        self.embedder = make_embedder(settings.embedding)
+        self.embedder = make_query_embedder(settings.embedding)
         manifests.check_embedding_dim(manifest, self.embedder.dim, settings.embedding.model)
         self.vectors = open_store(settings, self.embedder.dim)
         graph = settings.graph.model_copy(update={"num_shards": manifest.num_shards})

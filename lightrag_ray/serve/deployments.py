@@ -19,7 +19,7 @@ import numpy as np
 from ray import serve
 
 from lightrag_ray.config import EmbeddingConfig, LLMConfig, Settings
-from lightrag_ray.models.embedding import make_embedder
+from lightrag_ray.models.embedding import make_query_embedder
 from lightrag_ray.models.llm import LLMClient, LLMError, Messages, make_llm_client
 from lightrag_ray.query.stores import ThreadedVectorIndex
 from lightrag_ray.ray_runtime import BACKGROUND_NICENESS, SERVING_NICENESS, lower_thread_priority, niceness_options
@@ -61,7 +61,7 @@ class EmbedderDeployment:
     """The embedding model; concurrent single texts are embedded together in one batch."""
 
     def __init__(self, config: dict[str, Any], max_batch_size: int = 64, batch_wait_timeout_s: float = 0.01) -> None:
-        self.embedder = make_embedder(EmbeddingConfig.model_validate(config))
+        self.embedder = make_query_embedder(EmbeddingConfig.model_validate(config))
         self.embed_one.set_max_batch_size(max_batch_size)
         self.embed_one.set_batch_wait_timeout_s(batch_wait_timeout_s)
 

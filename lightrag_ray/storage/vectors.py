@@ -59,6 +59,8 @@ def graph_vector_items(changes: dict[str, list[Any]]) -> list[dict[str, Any]]:
 def chunk_vector_item(row: dict[str, Any]) -> dict[str, Any]:
     """The text to embed (kind, id, text, meta JSON) for one chunk row."""
     meta = {"doc_id": row["doc_id"], "file_path": row["file_path"], "order": int(row["order"]), "text": row["text"]}
+    if "text_tokens" in row:  # chunk rows written before it was counted have none
+        meta["text_tokens"] = int(row["text_tokens"])
     return {"kind": "chunks", "id": row["chunk_id"], "text": row["text"], "meta": json.dumps(meta)}
 
 
