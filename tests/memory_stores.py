@@ -17,7 +17,15 @@ import numpy as np
 
 from lightrag_ray.core.merge import ShardGraph
 from lightrag_ray.core.records import EntityRecord, RelationRecord
-from lightrag_ray.storage.graph_calls import merge_fetch, merge_neighborhood, plan_apply, plan_fetch, plan_neighborhood
+from lightrag_ray.storage.graph_calls import (
+    merge_fetch,
+    merge_neighborhood,
+    merge_passage_entities,
+    plan_apply,
+    plan_fetch,
+    plan_neighborhood,
+    plan_passage_entities,
+)
 from lightrag_ray.storage.vectors import graph_vector_items, vector_rows
 
 _WORD = re.compile(r"\w+")
@@ -90,6 +98,11 @@ class MemoryGraph:
         plan = plan_neighborhood(keys, self.num_shards, max_relations)
         self.calls += [("neighborhood", i) for i in plan]
         return merge_neighborhood({i: self.shards[i].neighborhood(*args) for i, args in plan.items()})
+
+    async def passage_entities(self, chunk_ids: list[str], keys: list[str], max_chunks: int) -> list[dict[str, Any]]:
+        plan = plan_passage_entities(chunk_ids, keys, self.num_shards, max_chunks)
+        self.calls += [("passage_entities", i) for i in plan]
+        return merge_passage_entities({i: self.shards[i].passage_entities(*args) for i, args in plan.items()})
 
     async def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> dict[str, list[dict[str, Any]]]:
         plan = plan_fetch(keys, pairs, self.num_shards)

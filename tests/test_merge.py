@@ -424,3 +424,81 @@ def test_capped_neighborhood_keeps_exactly_the_best_relations():
         capped = graph.neighborhood(keys, limit)["relations"]
         assert len(capped) <= limit
         assert rank_local_relations(capped, keys)[:limit] == full, (trial, keys, limit)
+
+
+# ---- versions: readers see the published graph while a write job is open ------------------
+def reads(graph: ShardGraph, keys: list[str]) -> dict[str, Any]:
+    """Everything a reader can ask a shard, over ``keys`` (present or not)."""
+    pairs = [(a, b) for i, a in enumerate(keys) for b in keys[i + 1:]]
+    return {"export": graph.export(), "labels": sorted(graph.labels()), "all": graph.neighborhood(keys, None),
+            "capped": graph.neighborhood(keys[::2], 3), "fetch": graph.fetch(keys, pairs)}
+
+
+def job_steps(seed: int) -> tuple[Rows, Rows, set[str], dict[str, str]]:
+    """A base graph's rows, then a job's: new chunks, removed base chunks, summaries."""
+    entities, relations = random_corpus(seed, n_chunks=40)
+    chunks = sorted({e.chunk_id for e in entities})
+    job = set(chunks[::3])
+    base = rows([e for e in entities if e.chunk_id not in job], [r for r in relations if r.chunk_id not in job])
+    added = rows([e for e in entities if e.chunk_id in job] + [ent("Zed Newcomer", "chunk-new")],  # surely new,
+                 [r for r in relations if r.chunk_id in job] + [rel("Zed Newcomer", "Paris", "chunk-new")])  # on an old one
+    removed = set(chunks[1::5]) - job
+    known = ShardGraph(0, 1)
+    known.apply(*copy.deepcopy(base))
+    summaries = {fragments_hash(known.entity_fragments(k)): f"{k} in short" for k in sorted(known.graph.nodes)[:4]}
+    return base, added, removed, summaries
+
+
+def run_job(graph: ShardGraph, added: Rows, removed: set[str], summaries: dict[str, str], keys: list[str],
+            published: dict[str, Any] | None = None) -> None:
+    """The job's writes; when ``published`` is given, readers must see it after every write."""
+    for step in (lambda: graph.add_summaries(summaries), lambda: graph.apply(*copy.deepcopy(added)),
+                 lambda: graph.remove_chunks(removed)):
+        step()
+        if published is not None:
+            assert reads(graph, keys) == published
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_readers_see_the_published_graph_until_the_job_is_published(seed):
+    base, added, removed, summaries = job_steps(seed)
+    finished = ShardGraph(0, 1)  # the same writes without a job
+    finished.apply(*copy.deepcopy(base))
+    keys = sorted(finished.graph.nodes)
+    run_job(finished, added, removed, summaries, keys)
+    keys = sorted(set(keys) | set(finished.graph.nodes))
+    graph, unread = ShardGraph(0, 1), ShardGraph(0, 1)
+    for each in (graph, unread):
+        each.apply(*copy.deepcopy(base))
+    before = reads(unread, keys)  # graph's caches stay empty: every published view is derived during the job
+    graph.begin()
+    run_job(graph, added, removed, summaries, keys, published=before)
+    assert graph.counts() == finished.counts() != graph.published.counts()  # the writer sees its writes
+    assert graph.export() == before["export"] != finished.export()
+    graph.publish()
+    assert reads(graph, keys) == reads(finished, keys)
+
+
+@pytest.mark.parametrize("seed", [21, 22])
+def test_a_rolled_back_job_leaves_the_published_graph_and_marks_what_it_touched(seed):
+    base, added, removed, summaries = job_steps(seed)
+    graph = ShardGraph(0, 1)
+    graph.apply(*copy.deepcopy(base))
+    graph.take_changes()
+    keys = sorted(graph.graph.nodes | {row["key"] for row in added[0]})
+    before, old_keys = reads(graph, keys), set(graph.graph.nodes)
+    graph.begin()
+    run_job(graph, added, removed, summaries, keys, published=before)
+    new_keys = set(graph.graph.nodes) - old_keys
+    graph.rollback()
+    assert reads(graph, keys) == before
+    assert graph.entity(keys[0]) == graph.published.entity(keys[0]) and graph.live is graph.published
+    changes = graph.take_changes()  # the job's items: current views, or removed if the job made them
+    assert new_keys and {entity_id(k) for k in new_keys} <= set(changes["removed"]) and changes["entities"]
+    assert all(e == graph.entity(e["key"]) for e in changes["entities"])
+    # the graph is whole again: the same job run afterwards ends where it would have
+    run_job(graph, added, removed, summaries, keys)
+    finished = ShardGraph(0, 1)
+    finished.apply(*copy.deepcopy(base))
+    run_job(finished, added, removed, summaries, keys)
+    assert reads(graph, keys) == reads(finished, keys)

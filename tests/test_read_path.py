@@ -9,10 +9,13 @@ import time
 import pytest
 import ray
 
+from lightrag_ray.config import GraphConfig
+from lightrag_ray.core.records import EntityRecord, RelationRecord
 from lightrag_ray.query.engine import QueryParam
 from lightrag_ray.query.session import LocalSession
 from lightrag_ray.storage.graph_calls import shard_actor_name
-from lightrag_ray.storage.graph_reader import GraphUnavailableError
+from lightrag_ray.storage.graph_reader import GraphUnavailableError, ShardReader
+from lightrag_ray.storage.graph_router import GraphRouter
 from tests.test_query import index_corpus
 
 QUESTIONS = [
@@ -93,3 +96,25 @@ def test_a_killed_shard_costs_a_bounded_wait_or_a_clear_error(indexed, llm):
         assert all(seconds < timeout + 5 for _, seconds in results), results
         assert results[-1][0] == "answered", results  # the restarted shards answer again
         assert _contexts(session)[0] == expected
+
+
+def test_readers_keep_the_published_graph_of_a_writer_that_dies_mid_job(ray_cluster, tmp_path):
+    """The served owner's shards outlive it: a job it left open stays unseen by readers, and
+    the owner that replaces it undoes the job (its re-run merges it again)."""
+    workspace, config = str(tmp_path / "ws"), GraphConfig(num_shards=2)
+    first = GraphRouter(workspace, config, keep_alive=True)
+    first.apply([EntityRecord("Ann", "person", "Ann paints.", "c1", "a.txt")], [])
+    published = first.export()
+    ray.get([shard.begin.remote() for copies in first.shards for shard in copies])  # it opens a job, and dies in it
+    first.apply([EntityRecord("Bob", "person", "Bob sings.", "c2", "b.txt")],
+                [RelationRecord("Ann", "Bob", "friends", "Ann knows Bob.", "c2", 1.0)])
+    assert first.counts() == {"entities": 2, "relations": 1}  # the writer's own view
+    reader = ShardReader(workspace, config.num_shards)
+    seen = asyncio.run(reader.neighborhood(["ann", "bob"]))
+    assert [e["name"] for e in seen["entities"]] == ["Ann"] and seen["relations"] == []
+    assert first.export() == published and first.labels() == ["Ann"]
+    successor = GraphRouter(workspace, config, keep_alive=True)
+    try:
+        assert successor.counts() == {"entities": 1, "relations": 0} and successor.export() == published
+    finally:
+        successor.close()

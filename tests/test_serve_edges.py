@@ -6,6 +6,7 @@ drive a real WorkspaceService (graph shards, Milvus Lite, embedder) with the scr
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 
@@ -153,3 +154,18 @@ def test_queued_and_running_jobs_can_be_cancelled(service, llm):
 def test_cancel_of_an_unknown_job_is_404(app):
     response = httpx.post(f"{app}/documents/cancel/insert_nope", headers={"X-API-Key": API_KEY}, timeout=60)
     assert response.status_code == 404 and response.json() == {"detail": "no insert job with track id 'insert_nope'"}
+
+
+def test_a_failed_job_ends_with_one_line_naming_its_log(service, tmp_path):
+    """Build: a job that raises ends with one line in its status (no traceback, colour codes or
+    server paths) naming ``logs/<track_id>.log``, which holds the traceback. Here the job's
+    stored files are gone when it runs (e.g. the inbox was cleaned while it queued)."""
+    job = service.submit([("a.txt", DOC_A.encode())])
+    track_id = job["track_id"]
+    shutil.rmtree(tmp_path / "ws" / "inbox" / track_id)
+    assert service.run_job(track_id)["status"] == "failed"
+    error = service.track_status(track_id)["error"]
+    assert error == (f"the insert failed: input not found: inbox/{track_id} "
+                     f"(details in logs/{track_id}.log in the workspace)")
+    log = (tmp_path / "ws" / "logs" / f"{track_id}.log").read_text()
+    assert log.startswith("Traceback") and "FileNotFoundError" in log and str(tmp_path) in log

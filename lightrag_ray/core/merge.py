@@ -15,17 +15,13 @@ stored on both endpoints' shards; the shard of the smaller key is its owner.
 
 from __future__ import annotations
 
-import hashlib
-import heapq
-from collections import Counter
-from typing import Any, Iterable, NamedTuple
+from typing import Any, NamedTuple
 
 import networkx as nx
 
-from lightrag_ray.core.ids import entity_id, relation_id, shard_of
-from lightrag_ray.core.ranking import local_relation_order
-
-DESCRIPTION_SEP = "\n"
+from lightrag_ray.core.graph_versions import LiveState, PublishedState
+from lightrag_ray.core.ids import entity_id, relation_id
+from lightrag_ray.core.shard_views import DESCRIPTION_SEP, ShardView, fragments_hash
 
 
 class EntityMention(NamedTuple):
@@ -48,37 +44,16 @@ class RelationMention(NamedTuple):
     name_b: str
 
 
-def _fragments(descriptions: Iterable[str]) -> list[str]:
-    """Distinct non-empty descriptions, first occurrence first."""
-    return list(dict.fromkeys(d.strip() for d in descriptions if d and d.strip()))
-
-
-def fragments_hash(fragments: list[str]) -> str:
-    """Key of a summary in the summary cache."""
-    return hashlib.md5("\x1e".join(fragments).encode("utf-8")).hexdigest()
-
-
-def _ordered(mentions: dict[str, list[Any]]) -> list[Any]:
-    return [m for chunk in sorted(mentions) for m in mentions[chunk]]
-
-
-def _majority(values: list[str]) -> str:
-    counts = Counter(values)
-    best = max(counts.values())
-    return min(v for v, c in counts.items() if c == best)
-
-
-def _pair(a: str, b: str) -> tuple[str, str]:
-    return (a, b) if a < b else (b, a)
-
-
-def _keywords(values: list[str]) -> str:
-    words = (w.strip() for value in values for w in value.split(","))
-    return ", ".join(dict.fromkeys(w for w in words if w))
-
-
 class ShardGraph:
-    """One shard of the knowledge graph with LightRAG's merge rules."""
+    """One shard of the knowledge graph with LightRAG's merge rules.
+
+    Two versions (core.graph_versions): ``live``, which writes change, and ``published``,
+    what readers get from ``fetch``, ``neighborhood``, ``export`` and ``labels``. They are
+    the same object until ``begin`` opens a write job; from then on readers see the graph
+    as it was, until ``publish`` (they see all of the job's writes) or ``rollback`` (the
+    job's writes are undone). The writer's own reads (``entity``, ``relation``, ``counts``,
+    summaries, change feed) are of the live graph.
+    """
 
     def __init__(self, shard: int, num_shards: int, max_source_ids: int = 300) -> None:
         self.shard = shard
@@ -88,26 +63,69 @@ class ShardGraph:
         self.summaries: dict[str, str] = {}
         self.dirty_nodes: set[str] = set()
         self.dirty_edges: set[tuple[str, str]] = set()
-        # Derived from mentions, kept per item so reads of popular entities stay cheap: an
-        # edge's weight (edge attribute "weight"), display names by key, and the merged views
-        # read since the item last changed (("e", key) or ("r", a, b)).
-        self._names: dict[str, str] = {}
-        self._views: dict[tuple[str, ...], dict[str, Any]] = {}
-        self._by_weight: dict[str, list[tuple[str, str]]] = {}  # incident edges, heaviest first
+        self._state = LiveState(self.graph, self.summaries)
+        self.live = ShardView(self._state, shard, num_shards, max_source_ids)
+        self.published = self.live
+        self._job: PublishedState | None = None
 
-    def _forget(self, key: str) -> None:
-        self._names.pop(key, None)
-        self._views.pop(("e", key), None)
-        self._by_weight.pop(key, None)
+    # ---- versions -----------------------------------------------------------------
+    def begin(self) -> None:
+        """Open a write job: readers keep the graph as it is now (no-op if one is open)."""
+        if self._job is None:
+            self._job = PublishedState(self._state)
+            self.published.state = self._job  # its cached views are of this version
+            self.live = ShardView(self._state, self.shard, self.num_shards, self.max_source_ids)
+
+    def publish(self) -> None:
+        """End the open job: readers see everything it wrote."""
+        if self._job is not None:
+            self.published, self._job = self.live, None
+
+    def rollback(self) -> None:
+        """End the open job by undoing its writes (back to the published graph). What it
+        touched is marked changed, so the next change feed re-embeds or drops any vectors
+        the job stored."""
+        job = self._job
+        if job is None:
+            return
+        for a, b in job.edges:
+            if self.graph.has_edge(a, b):
+                self.graph.remove_edge(a, b)
+        for key, data in job.nodes.items():
+            if data is not None:
+                self.graph.add_node(key, **data)
+            elif key in self.graph:
+                self.graph.remove_node(key)
+        for (a, b), data in job.edges.items():
+            if data is not None:
+                self.graph.add_edge(a, b, **data)
+        for digest in job.new_summaries:
+            del self.summaries[digest]
+        self.dirty_nodes.update(job.nodes)
+        self.dirty_edges.update(job.edges)
+        self.published.state = self._state
+        self.live, self._job = self.published, None
 
     # ---- writes -------------------------------------------------------------------
     def owns(self, key: str) -> bool:
         """Whether this shard owns the entity ``key``."""
-        return shard_of(key, self.num_shards) == self.shard
+        return self.live.owns(key)
+
+    def owns_edge(self, a: str, b: str) -> bool:
+        """Whether this shard is the owner of edge (a, b): the shard of the smaller key."""
+        return self.live.owns_edge(a, b)
 
     def _ensure_node(self, key: str) -> None:
+        if self._job is not None:
+            self._job.remember_node(key)
         if key not in self.graph:
             self.graph.add_node(key, mentions={}, owned=self.owns(key))
+
+    def _ensure_edge(self, a: str, b: str) -> None:
+        if self._job is not None:
+            self._job.remember_edge(a, b)
+        if not self.graph.has_edge(a, b):
+            self.graph.add_edge(a, b, mentions={})
 
     def apply(self, entities: list[dict[str, Any]], relations: list[dict[str, Any]]) -> None:
         """Merge entity and relation mention rows (each with key(s), chunk_id, fields).
@@ -122,7 +140,7 @@ class ShardGraph:
         for (key, chunk), mentions in fresh.items():
             self.graph.nodes[key]["mentions"][chunk] = sorted(mentions)
             self.dirty_nodes.add(key)
-            self._forget(key)
+            self.live.forget(key)
 
         fresh_edges: dict[tuple[str, str, str], list[RelationMention]] = {}
         for row in relations:
@@ -130,8 +148,7 @@ class ShardGraph:
             names = {row["source_key"]: row["source"], row["target_key"]: row["target"]}
             self._ensure_node(a)
             self._ensure_node(b)
-            if not self.graph.has_edge(a, b):
-                self.graph.add_edge(a, b, mentions={})
+            self._ensure_edge(a, b)
             weight = float(row["weight"])
             entry = RelationMention(row["keywords"], row["description"], weight, row.get("file_path", ""), names[a], names[b])
             fresh_edges.setdefault((a, b, row["chunk_id"]), []).append(entry)
@@ -144,157 +161,73 @@ class ShardGraph:
         data["weight"] = sum(max(m.weight for m in mentions) for mentions in data["mentions"].values())
         self.dirty_edges.add((a, b))
         self.dirty_nodes.update(k for k in (a, b) if self.owns(k))
-        self._views.pop(("r", a, b), None)
-        self._forget(a)
-        self._forget(b)
+        self.live.forget_edge(a, b)
 
     def remove_chunks(self, chunk_ids: set[str]) -> None:
         """Drop everything the given chunks said; items left with no mention vanish."""
         for a, b, data in list(self.graph.edges(data=True)):
             a, b = sorted((a, b))
             if chunk_ids & data["mentions"].keys():
+                self._ensure_edge(a, b)
                 for chunk in chunk_ids & data["mentions"].keys():
                     del data["mentions"][chunk]
                 self._edge_changed(a, b)
                 if not data["mentions"]:
                     self.graph.remove_edge(a, b)
         for key, data in list(self.graph.nodes(data=True)):
-            for chunk in chunk_ids & data["mentions"].keys():
+            dropped = chunk_ids & data["mentions"].keys()
+            if dropped or (not data["mentions"] and self.graph.degree(key) == 0):
+                self._ensure_node(key)
+            for chunk in dropped:
                 del data["mentions"][chunk]
                 self.dirty_nodes.add(key)
-                self._forget(key)
+                self.live.forget(key)
             if not data["mentions"] and self.graph.degree(key) == 0:
                 self.graph.remove_node(key)
 
-    # ---- derived views ----------------------------------------------------------
-    def entity_fragments(self, key: str) -> list[str]:
-        """Distinct description fragments of an entity, in chunk order."""
-        return _fragments(m.description for m in _ordered(self.graph.nodes[key]["mentions"]))
-
-    def relation_fragments(self, a: str, b: str) -> list[str]:
-        """Distinct description fragments of a relation, in chunk order."""
-        return _fragments(m.description for m in _ordered(self.graph.edges[a, b]["mentions"]))
-
-    def _description(self, fragments: list[str]) -> str:
-        return self.summaries.get(fragments_hash(fragments), DESCRIPTION_SEP.join(fragments))
-
-    def _sources(self, chunks: Iterable[str]) -> list[str]:
-        return sorted(chunks)[: self.max_source_ids]
-
-    def display_name(self, key: str) -> str:
-        """Most frequent spelling of an entity across its own and its edges' mentions."""
-        if key not in self._names:
-            names = [m.name for m in _ordered(self.graph.nodes[key]["mentions"])]
-            for a, b, data in self.graph.edges(key, data=True):
-                smaller = min(a, b) == key
-                names += [m.name_a if smaller else m.name_b for m in _ordered(data["mentions"])]
-            self._names[key] = _majority(names)
-        return self._names[key]
-
-    def entity(self, key: str) -> dict[str, Any]:
-        """The merged view of an entity this shard owns."""
-        view = self._views.get(("e", key))
-        if view is None:
-            view = self._views[("e", key)] = self._entity_view(key)
-        return dict(view)
-
-    def _entity_view(self, key: str) -> dict[str, Any]:
-        node = self.graph.nodes[key]
-        mentions = _ordered(node["mentions"])
-        chunks = set(node["mentions"])
-        if not mentions:  # only named as a relation endpoint
-            chunks = {c for _, _, d in self.graph.edges(key, data=True) for c in d["mentions"]}
-        return {
-            "id": entity_id(key),
-            "key": key,
-            "name": self.display_name(key),
-            "type": _majority([m.type for m in mentions]) if mentions else "unknown",
-            "description": self._description(self.entity_fragments(key)),
-            "source_ids": self._sources(chunks),
-            "file_paths": sorted({m.file_path for m in mentions if m.file_path}),
-            "degree": self.graph.degree(key),
-        }
-
-    def relation(self, a: str, b: str) -> dict[str, Any]:
-        """The merged view of the relation between entity keys ``a`` and ``b``."""
-        a, b = sorted((a, b))
-        view = self._views.get(("r", a, b))
-        if view is None:
-            view = self._views[("r", a, b)] = self._relation_view(a, b)
-        return dict(view)
-
-    def _relation_view(self, a: str, b: str) -> dict[str, Any]:
-        data = self.graph.edges[a, b]["mentions"]
-        mentions = _ordered(data)
-        return {
-            "id": relation_id(a, b),
-            "source_key": a,
-            "target_key": b,
-            "source": _majority([m.name_a for m in mentions]),
-            "target": _majority([m.name_b for m in mentions]),
-            "keywords": _keywords([m.keywords for m in mentions]),
-            "description": self._description(self.relation_fragments(a, b)),
-            "weight": self.graph.edges[a, b]["weight"],
-            "source_ids": self._sources(data),
-            "file_paths": sorted({m.file_path for m in mentions if m.file_path}),
-        }
-
-    def owns_edge(self, a: str, b: str) -> bool:
-        """Whether this shard is the owner of edge (a, b): the shard of the smaller key."""
-        return self.owns(min(a, b))
-
+    # ---- reads --------------------------------------------------------------------
+    # Readers' (the published graph):
     def export(self) -> dict[str, list[dict[str, Any]]]:
         """Every owned entity and owned relation, merged, in key order."""
-        keys = sorted(k for k, owned in self.graph.nodes(data="owned") if owned)
-        edges = sorted(tuple(sorted(e)) for e in self.graph.edges if self.owns_edge(*e))
-        return {"entities": [self.entity(k) for k in keys], "relations": [self.relation(a, b) for a, b in edges]}
+        return self.published.export()
+
+    def labels(self) -> list[str]:
+        """Display names of the owned entities."""
+        return self.published.labels()
 
     def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> dict[str, list[dict[str, Any]]]:
         """Merged views of the owned entities ``keys`` and owned relations ``pairs``."""
-        g = self.graph
-        return {
-            "entities": [self.entity(k) for k in keys if k in g and self.owns(k)],
-            "relations": [self.relation(a, b) for a, b in pairs if g.has_edge(a, b) and self.owns_edge(a, b)],
-        }
+        return self.published.fetch(keys, pairs)
 
     def neighborhood(self, keys: list[str], max_relations: int | None = None) -> dict[str, list[dict[str, Any]]]:
-        """The owned entities among ``keys`` (the query's entities, best first) and their
-        incident relations: all of them, or the ``max_relations`` first in
-        ``local_relation_order(keys)``, chosen before any view is built, so an entity with
-        thousands of relations costs about what a rare one costs."""
-        found = [k for k in keys if k in self.graph and self.owns(k)]
-        if max_relations is None:
-            edges = sorted({_pair(a, b) for k in found for a, b in self.graph.edges(k)})
-        else:
-            edges = self._best_incident(found, keys, max_relations)
-        return {"entities": [self.entity(k) for k in found], "relations": [self.relation(a, b) for a, b in edges]}
+        """The owned entities among ``keys`` and their incident relations (see ShardView.neighborhood)."""
+        return self.published.neighborhood(keys, max_relations)
 
-    def _best_incident(self, found: list[str], keys: list[str], limit: int) -> list[tuple[str, str]]:
-        """The first ``limit`` edges incident to ``found`` in ``local_relation_order(keys)``:
-        those joining two of ``keys`` first, then, key by key in rank order, the other
-        edges heaviest first (each key's edges are kept sorted by weight)."""
-        order = local_relation_order(keys)
-        joined = {_pair(k, other) for k in found for other in keys if other != k and self.graph.has_edge(k, other)}
-        chosen = heapq.nsmallest(limit, joined, key=lambda e: order(e[0], e[1], self.graph.edges[e]["weight"]))
-        for key in found:
-            for edge in self._heaviest_edges(key):
-                if len(chosen) >= limit:
-                    return chosen
-                if edge not in joined:
-                    chosen.append(edge)
-        return chosen
+    def passage_entities(self, chunk_ids: list[str], keys: list[str], max_chunks: int) -> list[dict[str, Any]]:
+        """Owned entities of ``keys`` or of the passages ``chunk_ids``, with their passages
+        (see ShardView.passage_entities)."""
+        return self.published.passage_entities(chunk_ids, keys, max_chunks)
 
-    def _heaviest_edges(self, key: str) -> list[tuple[str, str]]:
-        if key not in self._by_weight:
-            edges = (_pair(a, b) for a, b in self.graph.edges(key))
-            self._by_weight[key] = sorted(edges, key=lambda e: (-self.graph.edges[e]["weight"], e))
-        return self._by_weight[key]
+    # The writer's (the live graph):
+    def entity(self, key: str) -> dict[str, Any]:
+        """The merged view of an entity this shard owns."""
+        return self.live.entity(key)
+
+    def relation(self, a: str, b: str) -> dict[str, Any]:
+        """The merged view of the relation between entity keys ``a`` and ``b``."""
+        return self.live.relation(a, b)
+
+    def entity_fragments(self, key: str) -> list[str]:
+        """Distinct description fragments of an entity, in chunk order."""
+        return self.live.entity_fragments(key)
+
+    def relation_fragments(self, a: str, b: str) -> list[str]:
+        """Distinct description fragments of a relation, in chunk order."""
+        return self.live.relation_fragments(a, b)
 
     def counts(self) -> dict[str, int]:
         """Owned entities and owned relations."""
-        entities = sum(1 for _, owned in self.graph.nodes(data="owned") if owned)
-        relations = sum(1 for a, b in self.graph.edges if self.owns_edge(a, b))
-        return {"entities": entities, "relations": relations}
+        return self.live.counts()
 
     # ---- summaries --------------------------------------------------------------
     def pending_summaries(self, max_fragments: int, max_tokens: int, count_tokens) -> list[dict[str, Any]]:
@@ -308,7 +241,7 @@ class ShardGraph:
             too_long = len(fragments) > max_fragments or count_tokens(DESCRIPTION_SEP.join(fragments)) > max_tokens
             if too_long and digest not in self.summaries:
                 if kind == "entity":
-                    name = self.display_name(item[0])
+                    name = self.live.display_name(item[0])
                 else:
                     view = self.relation(*item)
                     name = f"{view['source']} - {view['target']}"
@@ -317,8 +250,10 @@ class ShardGraph:
 
     def add_summaries(self, summaries: dict[str, str]) -> None:
         """Cache summaries by fragments hash; they replace joined descriptions."""
+        if self._job is not None:
+            self._job.new_summaries.update(h for h in summaries if h not in self.summaries)
         self.summaries.update(summaries)
-        self._views.clear()  # any description may have changed
+        self.live.forget_descriptions()
 
     # ---- change feed ------------------------------------------------------------
     def take_changes(self) -> dict[str, list[Any]]:

@@ -24,16 +24,17 @@ def delete_documents(
     wanted = set(doc_ids) - set(missing)
     chunk_rows = workspace.read_rows("chunks")
     doomed = sorted({row["chunk_id"] for row in chunk_rows if row["doc_id"] in wanted})
-    router.remove_chunks(doomed)
-    changes = router.take_changes()
-    items = graph_vector_items(changes)
-    if items:
-        embedded = embedder.embed([item["text"] for item in items])
-        for kind, rows in vector_rows(items, list(embedded)).items():
-            vectors.upsert(kind, rows)
-    delete_graph_vectors(vectors, changes["removed"])
-    vectors.delete("chunks", doomed)
-    router.save()
+    with router.job():  # readers see the graph without these documents once all of it is done
+        router.remove_chunks(doomed)
+        changes = router.take_changes()
+        items = graph_vector_items(changes)
+        if items:
+            embedded = embedder.embed([item["text"] for item in items])
+            for kind, rows in vector_rows(items, list(embedded)).items():
+                vectors.upsert(kind, rows)
+        delete_graph_vectors(vectors, changes["removed"])
+        vectors.delete("chunks", doomed)
+        router.save()
     kept = [row for row in chunk_rows if row["doc_id"] not in wanted]
     old_parts = workspace.list_files("chunks")
     workspace.append_rows(list({row["chunk_id"]: row for row in kept}.values()), "chunks")

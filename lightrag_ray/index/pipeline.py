@@ -9,6 +9,7 @@ come from the cache (``extractions/``) instead of the LLM.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import threading
@@ -359,17 +360,24 @@ class IndexRun:
             self.report.chunks = len(chunks)
             self.say(f"{len(todo)} documents to index, {self.report.chunks} chunks")
             chunk_thread = self._embed_in_background(pool, chunks)
-            try:
-                errors = self._extract(chunks, router)
-                self._summarize(router)
-                self._check_stop()
-            except IndexCancelled:  # its documents are marked failed: run again to finish, or delete them
-                per_doc = Counter(row["doc_id"] for row in chunks)
-                self._finish(chunks, todo, {doc: [CANCELLED] * per_doc[doc] for doc in todo}, router)
-                raise
-            self._embed(pool, chunk_thread, router)
-            router.save()
-            self._finish(chunks, todo, errors, router)
+            # A caller's router (the Serve app's) has readers: they see the graph of the last
+            # finished run, published once it is saved (before its documents count as
+            # processed), and a run that fails or is cancelled is undone (its extractions stay
+            # cached, so running it again costs no LLM call). A run's own shards have no
+            # readers until it ends.
+            with router.job() if router is self.router else contextlib.nullcontext():
+                try:
+                    errors = self._extract(chunks, router)
+                    self._summarize(router)
+                    self._check_stop()
+                except IndexCancelled:  # its documents are marked failed: run again to finish, or delete them
+                    per_doc = Counter(row["doc_id"] for row in chunks)
+                    self._record_documents(chunks, todo, {doc: [CANCELLED] * per_doc[doc] for doc in todo})
+                    raise
+                self._embed(pool, chunk_thread, router)
+                router.save()
+            self._record_documents(chunks, todo, errors)
+            self._record_graph(router)
         finally:
             pool.close()
             if router is not self.router:
@@ -377,9 +385,8 @@ class IndexRun:
         self.report.seconds = round(time.monotonic() - started, 2)
         return self.report
 
-    def _finish(
-        self, chunks: list[dict[str, Any]], todo: dict, errors: dict[str, list[str]], router: GraphRouter
-    ) -> None:
+    def _record_documents(self, chunks: list[dict[str, Any]], todo: dict, errors: dict[str, list[str]]) -> None:
+        """Document statuses: processed, or failed with the first of their chunks' errors."""
         self.report.llm_tokens = self.processors.tokens if self.processors else 0
         per_doc = Counter(row["doc_id"] for row in chunks)
         changes = []
@@ -396,6 +403,9 @@ class IndexRun:
             })
         self.report.docs_failed += sum(1 for c in changes if c["status"] == doc_status.FAILED)
         doc_status.update(self.workspace, changes)
+
+    def _record_graph(self, router: GraphRouter) -> None:
+        """Counts and a new graph version in the manifest."""
         extraction_cache.compact(self.workspace)
         counts = router.counts()
         self.report.entities, self.report.relations = counts["entities"], counts["relations"]

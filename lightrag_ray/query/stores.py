@@ -48,6 +48,12 @@ class GraphLookup(Protocol):
         """``{"entities", "relations"}``: entities by key, relations by endpoint pair, in order."""
         ...
 
+    async def passage_entities(self, chunk_ids: list[str], keys: list[str], max_chunks: int) -> Rows:
+        """One hop of a walk: rows (``key``, ``n_chunks``, ``chunks``) of the entities ``keys``
+        and of those the passages ``chunk_ids`` mention, ``chunks`` being the passages that
+        mention the entity (empty for hubs mentioned by more than ``max_chunks``)."""
+        ...
+
 
 class ThreadedEmbedder:
     """TextEmbedder over a blocking in-process embedder (models.embedding.Embedder)."""

@@ -163,10 +163,12 @@ class WorkspaceService:
         return job
 
     def _job_error(self, track_id: str, exc: Exception) -> str:
-        """One line for the job's status; the traceback goes to ``logs/<track_id>.log``."""
+        """One line for the job's status, paths relative to the workspace (clients do not see
+        the server's disk); the traceback goes to ``logs/<track_id>.log``."""
         log = ("logs", f"{track_id}.log")
         self.workspace.write_bytes("".join(traceback.format_exception(exc)).encode(), *log)
-        return f"the insert failed: {short_error(exc)} (details in {'/'.join(log)} in the workspace)"
+        cause = short_error(exc).replace(f"{self.workspace.uri.rstrip('/')}/", "")
+        return f"the insert failed: {cause} (details in {'/'.join(log)} in the workspace)"
 
     def cancel(self, track_id: str) -> dict[str, Any] | None:
         """Cancel a job: a pending one never runs, a running one stops after its current

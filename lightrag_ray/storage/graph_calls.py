@@ -68,6 +68,20 @@ def merge_neighborhood(results: dict[int, dict[str, list[dict[str, Any]]]]) -> d
     return {"entities": entities, "relations": list(relations.values())}
 
 
+def plan_passage_entities(chunk_ids: list[str], keys: list[str], num_shards: int, max_chunks: int) -> dict[int, tuple[Any, ...]]:
+    """Arguments of ``passage_entities`` per shard: the passages to every shard (any may own
+    an entity they mention), each key to its owner only."""
+    owned: dict[int, list[str]] = {shard: [] for shard in range(num_shards)} if chunk_ids else {}
+    for key in dict.fromkeys(keys):
+        owned.setdefault(shard_of(key, num_shards), []).append(key)
+    return {shard: (list(chunk_ids), owned[shard], max_chunks) for shard in sorted(owned)}
+
+
+def merge_passage_entities(results: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The rows of all shards, in shard order (each entity comes from its owner only)."""
+    return [row for shard in sorted(results) for row in results[shard]]
+
+
 def plan_fetch(keys: list[str], pairs: list[Pair], num_shards: int) -> dict[int, tuple[list[str], list[Pair]]]:
     """Arguments of ``fetch`` per shard: entities on their shard, relations on their owner."""
     plan: dict[int, tuple[list[str], list[Pair]]] = {}

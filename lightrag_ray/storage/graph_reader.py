@@ -17,7 +17,15 @@ from typing import Any
 import ray
 
 from lightrag_ray.config import Settings
-from lightrag_ray.storage.graph_calls import merge_fetch, merge_neighborhood, plan_fetch, plan_neighborhood, shard_actor_name
+from lightrag_ray.storage.graph_calls import (
+    merge_fetch,
+    merge_neighborhood,
+    merge_passage_entities,
+    plan_fetch,
+    plan_neighborhood,
+    plan_passage_entities,
+    shard_actor_name,
+)
 
 RETRY_DELAY_S = 0.2
 
@@ -91,6 +99,12 @@ class ShardReader:
             return {"entities": [], "relations": []}
         plan = plan_neighborhood(keys, self.num_shards, max_relations)
         return merge_neighborhood(await self._round("neighborhood", plan))
+
+    async def passage_entities(self, chunk_ids: list[str], keys: list[str], max_chunks: int) -> list[dict[str, Any]]:
+        """The entities ``keys`` and those the passages ``chunk_ids`` mention, with their
+        passages (none for hubs past ``max_chunks``), in one parallel round."""
+        plan = plan_passage_entities(chunk_ids, keys, self.num_shards, max_chunks)
+        return merge_passage_entities(await self._round("passage_entities", plan)) if plan else []
 
     async def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> dict[str, list[dict[str, Any]]]:
         """Entities by key and relations by endpoint pair, in the order asked, in one round."""

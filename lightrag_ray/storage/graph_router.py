@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import ray
@@ -35,8 +37,8 @@ class GraphRouter:
 
     ``keep_alive`` (the Serve app's workspace owner): the actors are detached, so they
     outlive a crashed owner and keep answering readers, and a restarted owner attaches to
-    the live ones instead of reloading them. Otherwise actors left by an earlier run are
-    replaced, so state comes from disk.
+    the live ones instead of reloading them (undoing a write job the crashed one left open).
+    Otherwise actors left by an earlier run are replaced, so state comes from disk.
     """
 
     def __init__(self, workspace_uri: str, config: GraphConfig, namespace: str | None = None,
@@ -63,6 +65,8 @@ class GraphRouter:
         self.log: list[list[tuple[str, tuple[Any, ...]]]] = [[] for _ in self.shards]
         pings = ray.get([s.ping.remote() for copies in self.shards for s in copies])
         self.incarnations = [[pings[i * self.replicas + j][0] for j in range(self.replicas)] for i in range(self.num_shards)]
+        if keep_alive:  # a job left open by a writer that died is undone (its re-run merges it again)
+            self._all("rollback", replicas="all")
 
     # ---- plumbing -----------------------------------------------------------------
     def _call(self, calls: dict[int, tuple[str, tuple[Any, ...]]], record: bool, replicas: str = "one") -> dict[int, Any]:
@@ -114,6 +118,19 @@ class GraphRouter:
         """Give every shard the new summaries (relations live on two shards)."""
         if summaries:
             self._all("add_summaries", summaries, record=True, replicas="all")
+
+    @contextlib.contextmanager
+    def job(self) -> Iterator[None]:
+        """One write job: readers (``fetch``, ``neighborhood``, ``export``, ``labels``, and
+        ShardReader) keep the graph as it was until the block ends, then see all of its
+        writes; if the block raises, its writes are undone on every shard."""
+        self._all("begin", record=True, replicas="all")
+        try:
+            yield
+        except BaseException:
+            self._all("rollback", record=True, replicas="all")
+            raise
+        self._all("publish", replicas="all")
 
     def save(self) -> None:
         """Snapshot every shard (replicas hold the same state: the first one writes it);

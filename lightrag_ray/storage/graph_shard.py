@@ -46,6 +46,19 @@ class GraphShard:
     def take_changes(self) -> tuple[str, dict[str, list[Any]]]:
         return self.incarnation, self.graph.take_changes()
 
+    def begin(self) -> tuple[str, None]:
+        """Open a write job: readers keep the published graph until publish or rollback."""
+        self.graph.begin()
+        return self.incarnation, None
+
+    def publish(self) -> tuple[str, None]:
+        self.graph.publish()
+        return self.incarnation, None
+
+    def rollback(self) -> tuple[str, None]:
+        self.graph.rollback()
+        return self.incarnation, None
+
     def save(self) -> tuple[str, None]:
         save_snapshot(self.workspace, self.graph)
         return self.incarnation, None
@@ -56,10 +69,10 @@ class GraphShard:
     def export(self) -> tuple[str, dict[str, list[dict[str, Any]]]]:
         return self.incarnation, self.graph.export()
 
+    # Reads for readers answer from the published graph (ShardGraph), the others from the live one.
     def labels(self) -> tuple[str, list[str]]:
         """Display names of the owned entities."""
-        g = self.graph
-        return self.incarnation, [g.display_name(k) for k, owned in g.graph.nodes(data="owned") if owned]
+        return self.incarnation, self.graph.labels()
 
     def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> tuple[str, dict[str, list[dict[str, Any]]]]:
         """Merged views of the owned entities ``keys`` and owned relations ``pairs``."""
@@ -69,3 +82,7 @@ class GraphShard:
         """Owned entities among ``keys`` and their incident relations, the best
         ``max_relations`` of them when given (see ShardGraph.neighborhood)."""
         return self.incarnation, self.graph.neighborhood(keys, max_relations)
+
+    def passage_entities(self, chunk_ids: list[str], keys: list[str], max_chunks: int) -> tuple[str, list[dict[str, Any]]]:
+        """Owned entities of ``keys`` or of the passages ``chunk_ids``, with their passages."""
+        return self.incarnation, self.graph.passage_entities(chunk_ids, keys, max_chunks)

@@ -1,0 +1,88 @@
+"""Readers of a served workspace see the graph of the last finished insert job (issue 15,
+item 3: "/graphs shows a running job's half-merged entities").
+
+The app runs over real HTTP on the session's Ray cluster with the scripted LLM (extraction
+mode llm); its latency keeps an insert job running after its first chunks are merged."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from lightrag_ray.storage.graph_calls import shard_actor_name
+from tests.net_helpers import free_port
+from tests.test_index_pipeline import DOC_A, DOC_B
+from tests.test_serve import wait_for
+
+API_KEY = "versions-key"
+SHARDS = 2
+
+
+@pytest.fixture(scope="module")
+def app(ray_cluster, llm_server, tmp_path_factory):
+    """The app with the scripted LLM; yields (HTTP client, the settings it runs with)."""
+    from ray import serve
+
+    from lightrag_ray.serve.app import AppArgs, app_settings, build_app
+
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    args = AppArgs(workspace=str(tmp_path_factory.mktemp("versions") / "ws"), api_key=API_KEY, settings={
+        "llm": {"backend": "openai", "base_url": llm_server.url, "timeout_s": 10, "backoff_s": 0.05,
+                "max_retries": 1, "max_concurrency": 1},
+        "extraction": {"mode": "llm", "actors": 1, "num_cpus": 0.2},
+        "embedding": {"actors": 1},
+        "chunking": {"chunk_tokens": 24, "overlap_tokens": 0},
+        "graph": {"num_shards": SHARDS},
+    })
+    serve.run(build_app(args), name="lightrag", route_prefix="/")
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"X-API-Key": API_KEY}, timeout=120) as client:
+        yield client, app_settings(args)
+    serve.shutdown()
+
+
+def reader_views(client: httpx.Client) -> dict[str, Any]:
+    """What readers get: the whole graph (/graphs), the labels, a local query's data."""
+    graph = client.get("/graphs", params={"label": "*", "max_nodes": 1000})
+    labels = client.get("/graph/label/list")
+    data = client.post("/query/data", json={"query": "Who is Ebenezer Scrooge?", "mode": "local",
+                                            "ll_keywords": ["Ebenezer Scrooge"], "hl_keywords": []})
+    assert graph.status_code == labels.status_code == data.status_code == 200, (graph.text, labels.text, data.text)
+    return {"graph": graph.json(), "labels": sorted(labels.json()), "query": data.json()["data"]}
+
+
+def live_entities(ray, settings) -> int:
+    """Entities the shards hold now, merged or not (the writer's count, asked of the shard actors)."""
+    shards = [ray.get_actor(shard_actor_name(settings.workspace, i, SHARDS), namespace=settings.ray.namespace)
+              for i in range(SHARDS)]
+    return sum(counts["entities"] for _, counts in ray.get([s.counts.remote() for s in shards]))
+
+
+def test_readers_see_the_last_finished_job_while_an_insert_merges(app, llm, ray_cluster):
+    client, settings = app
+    first = client.post("/documents/text", json={"text": DOC_A, "file_source": "a.txt"}).json()
+    assert wait_for(client, first["track_id"])["job_status"] == "processed"
+    before = reader_views(client)
+    published = live_entities(ray_cluster, settings)
+    assert published == len(before["labels"]) and "Fezziwig" not in before["labels"]
+    assert before["query"]["relationships"]
+
+    llm.latency_s = 1.0
+    second = client.post("/documents/text", json={"text": DOC_B * 3, "file_source": "b.txt"}).json()
+    deadline = time.monotonic() + 240
+    while live_entities(ray_cluster, settings) == published and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert live_entities(ray_cluster, settings) > published, "the job merged no chunk"
+    assert reader_views(client) == before  # no half-merged entity, relation or description
+    assert client.get(f"/documents/track_status/{second['track_id']}").json()["job_status"] == "processing"
+
+    llm.latency_s = 0.0
+    assert wait_for(client, second["track_id"])["job_status"] == "processed"
+    after = reader_views(client)
+    assert {"Fezziwig", "Fred Holywell"} <= set(after["labels"])
+    assert {"Fezziwig", "Fred Holywell"} <= {node["id"] for node in after["graph"]["nodes"]}
+    names = {name for r in after["query"]["relationships"] for name in (r["source"], r["target"])}
+    assert "Fezziwig" in names and names > {n for r in before["query"]["relationships"] for n in (r["source"], r["target"])}
