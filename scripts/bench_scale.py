@@ -108,7 +108,7 @@ from tests.milvus_standalone import MilvusStandalone  # noqa: E402
 from tests.scripted_llm import ScriptedLLM, derive_records  # noqa: E402
 
 BOOK = ROOT.parent / "shared" / "data" / "christmas_carol" / "mock_data.txt"
-MODES = ("naive", "local", "global", "hybrid", "mix")
+MODES = ("naive", "local", "global", "hybrid", "mix", "walk")
 STORES = {"lite": "Milvus Lite", "server": "Milvus server (2.3 standalone, HNSW)"}
 ID_KINDS = ("entities", "relations", "chunks")  # of a retrieved context, compared between stores
 # Two hits whose cosine similarities to the query differ by less than this are a tie: float32
@@ -669,7 +669,8 @@ def clock_engine(engine: Any) -> StageClock:
     clock = StageClock()
     clock.wrap(engine.embedder, {"embed": lambda args: "embed"})
     clock.wrap(engine.vectors, {"search": lambda args: f"search {args[0]}", "get": lambda args: f"get {args[0]}"})
-    clock.wrap(engine.graph, {"neighborhood": lambda args: "graph neighborhood", "fetch": lambda args: "graph fetch"})
+    clock.wrap(engine.graph, {"neighborhood": lambda args: "graph neighborhood", "fetch": lambda args: "graph fetch",
+                              "passage_entities": lambda args: "graph passage entities"})
     return clock
 
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from lightrag_ray.core.context import JOIN_EXCESS, Budgets, passage_cost, build_context, passage_block, reference_line
+from lightrag_ray.core.context import JOIN_EXCESS, Budgets, build_context, passage_block, passage_cost, reference_line
 from lightrag_ray.core.tokenizer import count_tokens
 
 WORDS = "Scrooge counting-house Marley's ghost: chains, 7 years; £20 — Tiny Tim (crutch) 'God bless us' \n".split(" ")

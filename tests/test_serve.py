@@ -292,6 +292,17 @@ def test_openai_client_chat_streaming_matches(app, indexed):
     assert len(pieces) > 1 and "".join(pieces) == whole
 
 
+def test_walk_is_the_default_mode_of_query_data_and_a_v1_model(app, client, indexed):
+    response = client.post("/query/data", json={"query": "Who founded Acme Corporation?", "ll_keywords": ["Acme Corporation"]})
+    assert response.status_code == 200, response.text
+    data = response.json()
+    assert data["metadata"]["query_mode"] == "walk"
+    assert data["data"]["chunks"] and data["data"]["chunks"][0]["file_path"] == "acme.txt"
+    completion = openai.OpenAI(base_url=f"{app[0]}/v1", api_key=API_KEY).chat.completions.create(
+        model="lightrag-walk", messages=[{"role": "user", "content": "Who founded Acme Corporation?"}])
+    assert completion.model == "lightrag-walk" and completion.choices[0].message.content.startswith(ANSWER_PREFIX)
+
+
 def test_openai_unknown_model_is_not_found(app):
     client = openai.OpenAI(base_url=f"{app[0]}/v1", api_key=API_KEY)
     with pytest.raises(openai.NotFoundError):

@@ -18,7 +18,7 @@ from lightrag_ray.config import ENV_PREFIX, Settings, load_settings
 if TYPE_CHECKING:
     from lightrag_ray.serve.app import AppArgs
 
-MODES = ["mix", "local", "global", "hybrid", "naive", "bypass"]
+MODES = ["walk", "mix", "local", "global", "hybrid", "naive", "bypass"]  # default first (engine.DEFAULT_MODE)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 _INDEX_EPILOG = f"""\
@@ -98,12 +98,12 @@ def _parser() -> argparse.ArgumentParser:
         "query", help="answer a question from a workspace",
         description="Dual-level retrieval (keywords -> entities/relations -> one-hop graph + passages), "
         "then an answer that cites numbered passages. Without an LLM use --context-only.",
-        epilog=f"Modes: {', '.join(MODES)} (default mix). Settings as for `index` "
+        epilog=f"Modes: {', '.join(MODES)} (default {MODES[0]}). Settings as for `index` "
         f"(--config, {ENV_PREFIX}* variables).", formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     query.add_argument("question", help="the question, in any language the workspace holds")
     _add_common(query)
-    query.add_argument("--mode", "-m", choices=MODES, default="mix", help="retrieval mode (mix)")
+    query.add_argument("--mode", "-m", choices=MODES, default=MODES[0], help=f"retrieval mode ({MODES[0]})")
     query.add_argument("--top-k", type=int, help="entities/relations retrieved (40)")
     query.add_argument("--chunk-top-k", type=int, help="source passages kept (20)")
     query.add_argument("--stream", action="store_true", help="print the answer as it is generated")

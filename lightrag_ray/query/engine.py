@@ -2,9 +2,10 @@
 
 Modes (LightRAG's): ``local`` low-level keywords -> entities -> their one-hop relations;
 ``global`` high-level keywords -> relations -> their endpoint entities; ``hybrid`` both;
-``mix`` hybrid plus chunk vectors (default); ``naive`` chunk vectors only; ``bypass`` the
-LLM alone. A query makes one keyword call (skipped when keywords are given) and one
-generation call.
+``mix`` hybrid plus chunk vectors; ``naive`` chunk vectors only; ``bypass`` the LLM
+alone. Ours: ``walk`` (default) passages ranked by a personalized PageRank from the
+question's entities and best passages over the entity-passage graph (query.walk). A
+query makes one keyword call (skipped when keywords are given) and one generation call.
 """
 
 from __future__ import annotations
@@ -25,13 +26,15 @@ from lightrag_ray.core.ranking import fuse, graph_chunk_ranking, interleave, ran
 from lightrag_ray.core.tokenizer import count_tokens
 from lightrag_ray.models.llm import LLMClient
 from lightrag_ray.query.stores import GraphLookup, TextEmbedder, VectorIndex
+from lightrag_ray.query.walk import walk_chunk_ids
 
-Mode = Literal["naive", "local", "global", "hybrid", "mix", "bypass"]
+Mode = Literal["naive", "local", "global", "hybrid", "mix", "walk", "bypass"]
+DEFAULT_MODE: Mode = "walk"  # the best at equal context size (docs/benchmarks.md, HotpotQA)
 # Which search vectors a mode uses: the question finds passages, the low-level keywords
 # entities, the high-level keywords relations.
 SEARCH_TEXTS: dict[str, tuple[str, ...]] = {
     "naive": ("question",), "local": ("low",), "global": ("high",), "hybrid": ("low", "high"),
-    "mix": ("question", "low", "high"), "bypass": (),
+    "mix": ("question", "low", "high"), "walk": ("question",), "bypass": (),
 }
 CHUNK_FIELDS = ["id", "text", "file_path", "doc_id", "order", "text_tokens"]  # text_tokens: absent in older indexes
 
@@ -41,7 +44,7 @@ class QueryParam(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    mode: Mode = "mix"
+    mode: Mode = DEFAULT_MODE
     top_k: int = Field(40, gt=0, description="Entities (local) / relations (global) retrieved.")
     chunk_top_k: int = Field(20, gt=0, description="Source passages kept before the token budget.")
     max_entity_tokens: int = Field(6000, gt=0)
@@ -162,18 +165,20 @@ class QueryEngine:
         entities, relations = [], []
         vector_ids: list[str] = []
         tasks = []
-        if param.mode != "naive":
+        if param.mode not in ("naive", "walk"):
             tasks.append(self._graph_items(param.mode, ll_vec, hl_vec, param.top_k))
         if param.mode in ("naive", "mix"):
             tasks.append(self._search("chunks", q_vec, param.chunk_top_k))
         results = await asyncio.gather(*tasks)
-        if param.mode != "naive":
+        if param.mode not in ("naive", "walk"):
             entities, relations = results[0]
         if param.mode in ("naive", "mix"):
             vector_ids = [hit["id"] for hit in results[-1]]
         graph_ids = graph_chunk_ranking(entities, relations)
         if param.mode == "naive":
             chunk_ids = vector_ids
+        elif param.mode == "walk":
+            chunk_ids = await walk_chunk_ids(self.embedder, self.vectors, self.graph, q_vec, keywords.low, param.chunk_top_k)
         elif param.mode == "mix":
             chunk_ids = fuse([(vector_ids, 1.0), (graph_ids, 1.0)])
         else:

@@ -6,10 +6,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lightrag_ray.query.engine import Mode, QueryParam
+from lightrag_ray.query.engine import DEFAULT_MODE, Mode, QueryParam
 
 CHAT_MODEL_PREFIX = "lightrag-"
-MODES: tuple[str, ...] = ("mix", "local", "global", "hybrid", "naive", "bypass")
+MODES: tuple[str, ...] = ("mix", "local", "global", "hybrid", "naive", "walk", "bypass")
 
 
 class _Strict(BaseModel):
@@ -25,7 +25,7 @@ class QueryRequest(_Strict):
     """``POST /query``, ``/query/stream`` and ``/query/data``."""
 
     query: str = Field(..., min_length=1, description="The question.")
-    mode: Mode = "mix"
+    mode: Mode = DEFAULT_MODE
     top_k: int = Field(40, gt=0, le=1000)
     chunk_top_k: int = Field(20, gt=0, le=1000)
     max_entity_tokens: int = Field(6000, gt=0)
@@ -98,14 +98,14 @@ class ChatCompletionRequest(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    model: str = f"{CHAT_MODEL_PREFIX}mix"
+    model: str = f"{CHAT_MODEL_PREFIX}{DEFAULT_MODE}"
     messages: list[ChatMessage] = Field(..., min_length=1)
     stream: bool = False
 
     def mode(self) -> str | None:
         """The query mode the model name selects, or None for an unknown model."""
         if self.model in ("lightrag", CHAT_MODEL_PREFIX.rstrip("-")):
-            return "mix"
+            return DEFAULT_MODE
         mode = self.model.removeprefix(CHAT_MODEL_PREFIX)
         return mode if self.model.startswith(CHAT_MODEL_PREFIX) and mode in MODES else None
 
