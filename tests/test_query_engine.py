@@ -182,7 +182,8 @@ class RecordingEmbedder(HashingEmbedder):
 
 @pytest.mark.parametrize("mode, texts", [
     ("naive", ["Who is Tiny Tim?"]), ("local", ["Tiny Tim"]), ("global", ["family"]),
-    ("hybrid", ["Tiny Tim", "family"]), ("mix", ["Who is Tiny Tim?", "Tiny Tim", "family"]), ("bypass", None),
+    ("hybrid", ["Tiny Tim", "family"]), ("mix", ["Who is Tiny Tim?", "Tiny Tim", "family"]),
+    ("walk", ["Who is Tiny Tim?", "Tiny Tim"]), ("bypass", None),
 ])
 def test_each_mode_embeds_only_the_texts_it_searches_with_in_one_call(mode, texts):
     engine, _ = _engine()

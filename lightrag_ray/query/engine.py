@@ -31,10 +31,10 @@ from lightrag_ray.query.walk import walk_chunk_ids
 Mode = Literal["naive", "local", "global", "hybrid", "mix", "walk", "bypass"]
 DEFAULT_MODE: Mode = "walk"  # the best at equal context size (docs/benchmarks.md, HotpotQA)
 # Which search vectors a mode uses: the question finds passages, the low-level keywords
-# entities, the high-level keywords relations.
+# entities, the high-level keywords relations, each low-level keyword its own entity (walk).
 SEARCH_TEXTS: dict[str, tuple[str, ...]] = {
     "naive": ("question",), "local": ("low",), "global": ("high",), "hybrid": ("low", "high"),
-    "mix": ("question", "low", "high"), "walk": ("question",), "bypass": (),
+    "mix": ("question", "low", "high"), "walk": ("question", "names"), "bypass": (),
 }
 CHUNK_FIELDS = ["id", "text", "file_path", "doc_id", "order", "text_tokens"]  # text_tokens: absent in older indexes
 
@@ -63,6 +63,7 @@ class SearchVectors:
     question: np.ndarray | None = None
     low: np.ndarray | None = None
     high: np.ndarray | None = None
+    names: np.ndarray | None = None  # one row per low-level keyword
 
 
 @dataclass
@@ -149,12 +150,13 @@ class QueryEngine:
         keywords = Keywords()
         if param.mode != "naive":
             keywords, calls = await self.keywords(question, param)
-        texts = {"question": question, "low": ", ".join(keywords.low) or question,
-                 "high": ", ".join(keywords.high) or question}
+        texts = {"question": [question], "low": [", ".join(keywords.low) or question],
+                 "high": [", ".join(keywords.high) or question], "names": keywords.low}
         wanted = {name: texts[name] for name in SEARCH_TEXTS[param.mode]}
-        distinct = list(dict.fromkeys(wanted.values()))
+        distinct = list(dict.fromkeys(text for group in wanted.values() for text in group))
         rows = dict(zip(distinct, await self.embedder.embed(distinct))) if distinct else {}
-        return keywords, calls, SearchVectors(**{name: rows[text] for name, text in wanted.items()})
+        found = {name: np.asarray([rows[text] for text in group], dtype=np.float32) for name, group in wanted.items()}
+        return keywords, calls, SearchVectors(**{name: block if name == "names" else block[0] for name, block in found.items()})
 
     async def retrieve(self, question: str, param: QueryParam) -> tuple[QueryContext, Keywords, int]:
         """The context for ``question`` (no generation), its keywords and LLM calls made."""
@@ -178,7 +180,7 @@ class QueryEngine:
         if param.mode == "naive":
             chunk_ids = vector_ids
         elif param.mode == "walk":
-            chunk_ids = await walk_chunk_ids(self.embedder, self.vectors, self.graph, q_vec, keywords.low, param.chunk_top_k)
+            chunk_ids = await walk_chunk_ids(self.vectors, self.graph, q_vec, keywords.low, vectors.names, param.chunk_top_k)
         elif param.mode == "mix":
             chunk_ids = fuse([(vector_ids, 1.0), (graph_ids, 1.0)])
         else:

@@ -19,18 +19,18 @@ import numpy as np
 
 from lightrag_ray.core.names import entity_key
 from lightrag_ray.core.walk import passage_walk
-from lightrag_ray.query.stores import GraphLookup, TextEmbedder, VectorIndex
+from lightrag_ray.query.stores import GraphLookup, VectorIndex
 
 SEED_PASSAGES = 5
 SEED_TEMPERATURE = 0.05  # softmax temperature over the seed passages' cosine similarities
 MAX_CHUNKS = 300
 
 
-async def name_candidates(embedder: TextEmbedder, vectors: VectorIndex, names: list[str]) -> list[tuple[str, str, float]]:
+async def name_candidates(vectors: VectorIndex, names: list[str], name_vectors: np.ndarray) -> list[tuple[str, str, float]]:
     """Per name: its own entity key, and the key and similarity of the nearest entity."""
     if not names:
         return []
-    hits = await vectors.search("entities", await embedder.embed(names), 1, ["key"])
+    hits = await vectors.search("entities", name_vectors, 1, ["key"])
     return [(entity_key(name), found[0]["key"], float(found[0]["score"])) if found else (entity_key(name), "", 0.0)
             for name, found in zip(names, hits)]
 
@@ -46,12 +46,13 @@ def link_names(candidates: list[tuple[str, str, float]], found: set[str]) -> dic
     return linked
 
 
-async def walk_chunk_ids(embedder: TextEmbedder, vectors: VectorIndex, graph: GraphLookup, question_vector: Any,
-                         names: list[str], top_k: int) -> list[str]:
-    """The ``top_k`` passage ids for a question (its vector and the entity names in it), best first."""
+async def walk_chunk_ids(vectors: VectorIndex, graph: GraphLookup, question_vector: Any, names: list[str],
+                         name_vectors: np.ndarray, top_k: int) -> list[str]:
+    """The ``top_k`` passage ids for a question (its vector, the entity names in it and
+    their vectors), best first."""
     question = np.asarray([question_vector], dtype=np.float32)
     dense, candidates = await asyncio.gather(
-        vectors.search("chunks", question, max(top_k, SEED_PASSAGES), ["id"]), name_candidates(embedder, vectors, names))
+        vectors.search("chunks", question, max(top_k, SEED_PASSAGES), ["id"]), name_candidates(vectors, names, name_vectors))
     hits = dense[0]
     seeds = hits[:SEED_PASSAGES]
     seed_ids = {h["id"] for h in seeds}
