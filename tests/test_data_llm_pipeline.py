@@ -70,7 +70,7 @@ def test_failed_chunks_are_recorded_retried_and_only_good_ones_gleaned(ray_clust
     assert first.chunks_failed == 2 and first.chunks_extracted + first.chunks_failed == chunk_count
     # gleaning asked only of the chunks that extracted, and only once: nothing new came back
     assert llm.counts() == {"extract": chunk_count, "glean": first.chunks_extracted}
-    assert first.docs_failed == 2 and all("run the same command again" in e["error"] for e in first.errors)
+    assert first.docs_failed == 2 and all("index the document again to retry them" in e["error"] for e in first.errors)
     reasons = " ".join(e["error"] for e in first.errors)
     assert "unparseable LLM output" in reasons and "no choices" in reasons
     docs = doc_status.load(Workspace(flaky.workspace))

@@ -156,7 +156,7 @@ def test_llm_failures_are_recorded_retried_and_never_double_counted(
     first = index_paths([str(small_corpus)], flaky, progress=None)
 
     assert first.chunks_failed >= 3 and first.chunks_extracted + first.chunks_failed == chunk_count
-    assert first.docs_failed == 2 and all("run the same command again" in e["error"] for e in first.errors)
+    assert first.docs_failed == 2 and all("index the document again to retry them" in e["error"] for e in first.errors)
     docs = doc_status.load(Workspace(flaky.workspace))
     assert {d["status"] for d in docs.values()} == {doc_status.FAILED}
 

@@ -395,7 +395,7 @@ class IndexRun:
             error = ""
             if failed:
                 error = (f"{len(failed)} of {per_doc[doc]} chunks failed (first: {failed[0]}); "
-                         "run the same command again to retry them")
+                         "index the document again to retry them (the chunks that succeeded are cached)")
                 self.report.errors.append({"file_path": row["file_path"], "error": error})
             changes.append({
                 "doc_id": doc, "file_path": row["file_path"], "chunks": per_doc[doc],
