@@ -120,11 +120,13 @@ def settings_for(workspace: str, llm: ScriptedLLM, milvus_uri: str, address: str
 
 
 def query_across(settings: Settings, question: str) -> dict[str, Any]:
-    """Answer ``question`` from the indexed workspace (shards on the workers, Milvus server)."""
+    """Answer ``question`` from the indexed workspace (shards on the workers, Milvus server)
+    in mix mode, whose context holds the shards' entity and relation views."""
+    from lightrag_ray.query.engine import QueryParam
     from lightrag_ray.query.session import LocalSession
 
     with LocalSession(settings) as session:
-        result = asyncio.run(session.engine.query(question))
+        result = asyncio.run(session.engine.query(question, QueryParam(mode="mix")))
         return {"answer": result.answer, "entities": len(result.context.entities),
                 "relations": len(result.context.relations), "chunks": len(result.context.chunks),
                 "graph": session.graph.export()}

@@ -21,6 +21,13 @@ CLI = [sys.executable, "-m", "lightrag_ray.cli.main"]
 ENV = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
 
 
+def default_sigint() -> None:
+    """``preexec_fn`` of a CLI that a test stops with Ctrl-C: a suite started in the
+    background (``&`` in a CI script) runs with SIGINT ignored, which its children inherit,
+    and a Python started that way never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, env=ENV)
 

@@ -23,7 +23,7 @@ from lightrag_ray.cli.demo import SAMPLE
 from lightrag_ray.index.documents import list_input_files
 from lightrag_ray.index.progress import StageProgress
 from tests.net_helpers import free_port
-from tests.test_cli import CLI, ENV, run_cli
+from tests.test_cli import CLI, ENV, default_sigint, run_cli
 from tests.test_index_pipeline import DOC_A
 
 RAY_NOISE = ("INFO", "WARNING", "Warning", "Traceback", "Loading weights", "\x1b[", "Running Dataset", "Running 0:")
@@ -189,7 +189,7 @@ def test_interrupted_index_stops_with_one_line(ray_cluster, llm, tmp_path, signu
         [*CLI, "index", str(tmp_path / "a.txt"), "--workspace", str(tmp_path / "ws"), "--llm-base-url", llm.url,
          "--chunk-tokens", "32", "--overlap-tokens", "0", "--llm-concurrency", "1", "--extraction-actors", "1",
          "--ray-address", _address(ray_cluster)],
-        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     deadline = time.monotonic() + 120
     while not llm.requests and time.monotonic() < deadline and driver.poll() is None:
         time.sleep(0.2)
@@ -250,7 +250,8 @@ def test_public_serve_without_key_warns_and_stops_cleanly(ray_cluster, tmp_path)
         process = subprocess.Popen(
             [*CLI, "serve", "--host", "0.0.0.0", "--port", str(port), "--workspace", str(tmp_path / "ws"),
              "--extraction-mode", "fast", "--ray-address", _address(ray_cluster)],
-            env={k: v for k, v in ENV.items() if k != "LIGHTRAG_RAY_API_KEY"}, stdout=log, stderr=subprocess.STDOUT)
+            env={k: v for k, v in ENV.items() if k != "LIGHTRAG_RAY_API_KEY"}, stdout=log, stderr=subprocess.STDOUT,
+            preexec_fn=default_sigint)
     try:
         deadline = time.monotonic() + 240
         while "serving on" not in log_path.read_text() and process.poll() is None and time.monotonic() < deadline:
