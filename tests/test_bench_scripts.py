@@ -18,22 +18,28 @@ DATA = ROOT.parent / "shared" / "data" / "hotpotqa"
 MODES = ("vector search", "naive", "local", "global", "hybrid", "mix", "walk")
 
 
+def run_bench_hotpotqa(tmp_path: Path, args: list[str], timeout: float) -> tuple[subprocess.CompletedProcess, dict]:
+    """scripts/bench_hotpotqa.py with ``args`` on its own Ray cluster and a workspace in
+    ``tmp_path``; (the finished process, its --json-out table)."""
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "RAY_ADDRESS": "local"}  # own cluster
+    out = tmp_path / "table.json"
+    command = [sys.executable, str(ROOT / "scripts" / "bench_hotpotqa.py"), *args,
+               "--workspace", str(tmp_path / "ws"), "--json-out", str(out)]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done, json.loads(out.read_text(encoding="utf-8"))
+
+
 @pytest.mark.skipif(not (DATA / "hotpotqa_train.json").exists(), reason="HotpotQA data not available")
 @pytest.mark.timeout(300)
 def test_bench_hotpotqa_prints_every_mode_with_scores_in_range(tmp_path):
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "RAY_ADDRESS": "local"}  # own cluster
-    out = tmp_path / "table.json"
-    command = [sys.executable, str(ROOT / "scripts" / "bench_hotpotqa.py"), "--questions", "3", "--passages", "24",
-               "--workspace", str(tmp_path / "ws"), "--json-out", str(out)]
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=280)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done, table = run_bench_hotpotqa(tmp_path, ["--questions", "3", "--passages", "24"], timeout=280)
     assert "| mode | all-gold@8 | mean recall@8 | MRR@8 | p50 query ms |" in done.stdout
     assert "command: python scripts/bench_hotpotqa.py --questions 3" in done.stdout
     for mode in MODES:
         match = re.search(rf"^\| {mode} \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|$", done.stdout, re.MULTILINE)
         assert match, f"no row for {mode} in:\n{done.stdout}"
         assert all(0.0 <= float(match[i]) <= 1.0 for i in (1, 2, 3))
-    table = json.loads(out.read_text(encoding="utf-8"))
     assert [r["mode"] for r in table["rows"]] == list(MODES) and table["passages"] == 24
     assert table["rows"][0]["recall"] > 0  # the gold passages are in the tiny corpus: vector search finds some
 
@@ -49,14 +55,9 @@ WALK_FLOOR, DEFAULT_FLOOR = 0.70, 0.70
 def test_walk_and_the_default_mode_find_both_gold_passages_of_multi_hop_questions(tmp_path):
     from lightrag_ray.query.engine import DEFAULT_MODE
 
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "RAY_ADDRESS": "local"}  # own cluster
-    out = tmp_path / "table.json"
-    command = [sys.executable, str(ROOT / "scripts" / "bench_hotpotqa.py"), "--questions", "20", "--passages", "60",
-               "--top", "2", "--modes", *sorted({"walk", DEFAULT_MODE}),
-               "--workspace", str(tmp_path / "ws"), "--json-out", str(out)]
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=230)
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = {r["mode"]: r for r in json.loads(out.read_text(encoding="utf-8"))["rows"]}
+    _, table = run_bench_hotpotqa(tmp_path, ["--questions", "20", "--passages", "60", "--top", "2", "--modes",
+                                             *sorted({"walk", DEFAULT_MODE})], timeout=230)
+    rows = {r["mode"]: r for r in table["rows"]}
     assert rows["walk"]["all_gold"] >= WALK_FLOOR and rows[DEFAULT_MODE]["all_gold"] >= DEFAULT_FLOOR, rows
     assert rows["walk"]["all_gold"] > rows["vector search"]["all_gold"], rows  # the walk reaches bridge passages
 
