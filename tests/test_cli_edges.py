@@ -87,7 +87,7 @@ def test_index_and_query_on_a_held_workspace_fail_fast_and_write_nothing(tmp_pat
         holder.wait()
 
 
-# ---- items 5, 6, 8, 4: one folder with the sample, a PDF, a PNG and the workspace inside --
+# ---- items 5, 6, 8, 4: one folder with the sample, a damaged PDF, a PNG and the workspace inside --
 
 @pytest.fixture(scope="module")
 def sample_runs(ray_cluster, tmp_path_factory):
@@ -106,27 +106,29 @@ def sample_runs(ray_cluster, tmp_path_factory):
     return corpus, first, second
 
 
-def test_unsupported_files_are_listed_as_errors(sample_runs, tmp_path):
+def test_unsupported_and_damaged_files_are_listed_as_errors(sample_runs, tmp_path):
     corpus, first, _ = sample_runs
     assert first.returncode == 1, first.stderr
     errors = [line for line in first.stdout.splitlines() if line.startswith("error:")]
-    advice = "convert it to text (.txt .md .markdown .rst .json .jsonl .ndjson .parquet) first"
+    advice = ("convert it to text (.txt .md .markdown .rst .json .jsonl .ndjson .parquet .pdf .docx .pptx .xlsx "
+              ".html .htm) first")
     assert errors == [f"error: {corpus / 'photo.png'}: unsupported file type .png: {advice}",
-                      f"error: {corpus / 'scan.pdf'}: unsupported file type .pdf: {advice}"]
-    # a .pdf named on the command line is an error too, not a text document (no Ray needed)
-    single = run_cli("index", str(corpus / "scan.pdf"), "--workspace", str(tmp_path / "ws"), "--extraction-mode",
+                      f"error: {corpus / 'scan.pdf'}: cannot read the file as PDF (startxref not found): "
+                      "it is damaged or not a valid PDF file"]
+    # a .png named on the command line is an error too, not a text document (no Ray needed)
+    single = run_cli("index", str(corpus / "photo.png"), "--workspace", str(tmp_path / "ws"), "--extraction-mode",
                      "fast", "--json")
     assert single.returncode == 1, single.stderr
     report = json.loads(single.stdout)
     assert report["files"] == 0 and report["docs_new"] == 0 and report["chunks"] == 0
-    assert [e["error"].split(":")[0] for e in report["errors"]] == ["unsupported file type .pdf"]
+    assert [e["error"].split(":")[0] for e in report["errors"]] == ["unsupported file type .png"]
 
 
 def test_workspace_inside_the_folder_is_never_read(sample_runs):
     corpus, _, second = sample_runs
     assert (corpus / "ws" / "manifest.json").exists()
     report = json.loads(second.stdout)
-    assert report["files"] == 1 and report["docs_skipped"] == 1 and report["docs_new"] == 0
+    assert report["files"] == 2 and report["docs_skipped"] == 1 and report["docs_new"] == 0
     assert {e["file_path"] for e in report["errors"]} == {str(corpus / "scan.pdf"), str(corpus / "photo.png")}
     assert "Traceback" not in second.stderr
 
@@ -139,9 +141,9 @@ def test_console_is_short_and_shows_progress_of_each_long_stage(sample_runs):
     assert len(lines) <= 25, "\n".join(lines)
     assert not [line for line in lines if any(noise in line for noise in RAY_NOISE)], "\n".join(lines)
     stderr = [line for line in first.stderr.splitlines() if ACTOR_ARGS_NOTE not in line]
-    assert stderr[0] == "[lightrag-ray] reading 1 files (2 skipped: unsupported type)"
+    assert stderr[0] == "[lightrag-ray] reading 2 files (1 skipped: unsupported type)"
     summary = first.stdout.splitlines()
-    assert summary[0] == "documents: 1 new, 0 already indexed, 0 failed (1 files read)"
+    assert summary[0] == "documents: 1 new, 0 already indexed, 1 failed (2 files read)"  # the damaged PDF
     count = int(re.match(r"chunks: (\d+) \(0 from cache, \1 extracted, 0 failed; 0 LLM requests", summary[1]).group(1))
     assert re.match(r"graph: \d{3,} entities, \d{3,} relations, version 1; \d+ vectors stored in [\d.]+ s", summary[2])
     chunks = next(line for line in stderr if "embedding chunks:" in line)

@@ -278,7 +278,7 @@ def test_never_raises_on_random_bytes(suffix):
 def test_list_input_files(tmp_path):
     files = {
         "a.txt": "a", "b.md": "b", "sub/c.json": "[]", "sub/deeper/d.jsonl": "", "sub/deeper/e.parquet": "",
-        "UPPER.TXT": "u", "skip.pdf": "", "skip.py": "", "sub/skip.csv": "", "noext": "",
+        "UPPER.TXT": "u", "skip.png": "", "skip.py": "", "sub/skip.csv": "", "noext": "",
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -289,9 +289,9 @@ def test_list_input_files(tmp_path):
         ["a.txt", "b.md", "sub/c.json", "sub/deeper/d.jsonl", "sub/deeper/e.parquet", "UPPER.TXT"]
     )
     assert found.files == expected
-    unsupported = ["noext", "skip.pdf", "skip.py", "sub/skip.csv"]
+    unsupported = ["noext", "skip.png", "skip.py", "sub/skip.csv"]
     assert [e["file_path"] for e in found.errors] == sorted(str(tmp_path / n) for n in unsupported)
-    assert found.errors[1]["error"].startswith("unsupported file type .pdf: convert it to text (.txt .md")
+    assert found.errors[1]["error"].startswith("unsupported file type .png: convert it to text (.txt .md")
 
 
 def test_list_input_files_single_file_and_duplicates(tmp_path):

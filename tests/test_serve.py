@@ -17,6 +17,7 @@ import openai
 import pytest
 
 from lightrag_ray.core.ids import doc_id
+from tests.document_helpers import docx_bytes, pdf_bytes
 from tests.net_helpers import free_port
 from tests.scripted_llm import ANSWER_PREFIX
 from tests.serve_schema import validate_serve_config
@@ -162,7 +163,7 @@ def test_documents_lists_every_processed_document(client, indexed):
     processed = {d["doc_id"]: d for d in docs["statuses"]["processed"]}
     assert {indexed["a"], indexed["b"], indexed["c"]} <= set(processed)
     assert processed[indexed["a"]]["file_path"] == "acme.txt"  # the file_source, not the inbox path
-    assert processed[indexed["c"]]["file_path"] == "lisbon.txt"
+    assert processed[indexed["c"]]["file_path"] == "lisbon"  # kept as given
 
 
 def test_same_text_again_is_duplicated(client, indexed):
@@ -187,13 +188,15 @@ def test_upload_stays_inside_the_workspace(app, client, indexed):
     stored = list((workspace / "inbox" / track).iterdir())
     assert [p.name for p in stored] == ["0000-escape.txt"] and stored[0].read_text() == text
     documents = client.get(f"/documents/track_status/{track}").json()["documents"]
-    assert [d["file_path"] for d in documents] == ["escape.txt"]
+    assert [d["file_path"] for d in documents] == ["../../escape.txt"]  # the name as given; only the disk path is cut
     assert "Erin Blake" in client.get("/graph/label/list").json()
 
 
 @pytest.mark.parametrize("name, data, reason", [
     ("empty.txt", b"", "empty"),
     ("image.txt", bytes(range(256)) * 4, "binary"),
+    ("broken.pdf", b"%PDF-1.4\n1 0 obj << /Type /Catalog", "damaged or not a valid pdf file"),
+    ("photo.png", b"\x89PNG\r\n\x1a\n", "unsupported file type .png"),
 ])
 def test_unusable_upload_is_400_with_the_reason(client, name, data, reason):
     response = client.post("/documents/upload", files={"file": (name, data)})
@@ -201,6 +204,40 @@ def test_unusable_upload_is_400_with_the_reason(client, name, data, reason):
     detail = response.json()["detail"]
     assert detail.startswith("nothing to index: ") and name in detail and reason in detail.lower()
     assert "ray::" not in detail and "Traceback" not in detail  # the cause, not Ray's remote traceback
+
+
+def upload(client: httpx.Client, name: str, data: bytes) -> str:
+    """Upload one file, wait for its job to be processed; returns the track id."""
+    response = client.post("/documents/upload", files={"file": (name, data)})
+    assert response.status_code == 200, response.text
+    track = response.json()["track_id"]
+    assert wait_for(client, track)["job_status"] == "processed"
+    return track
+
+
+@pytest.mark.parametrize("name, data, person", [
+    ("violins.pdf", pdf_bytes(["Greta Holm builds violins in Bergen.", "Greta Holm sells violins in Bergen."]),
+     "Greta Holm"),
+    ("lighthouses.docx", docx_bytes(["Ivo Marek paints lighthouses in Split.", "Ivo Marek sells paintings in Split."]),
+     "Ivo Marek"),
+])
+def test_pdf_and_docx_uploads_are_converted_and_found_by_query(client, name, data, person):
+    upload(client, name, data)
+    found = query_data(client, [person])["data"]
+    assert any(person in chunk["text"] and "sells" in chunk["text"] for chunk in found["chunks"])
+    assert name in {ref["file_path"] for ref in found["references"]}
+
+
+def test_file_names_are_kept_as_given(app, client):
+    text = "Lena Fischer audits breweries in Munich. Lena Fischer writes reports."
+    track = upload(client, "报告.md", text.encode())
+    assert [d["file_path"] for d in client.get(f"/documents/track_status/{track}").json()["documents"]] == ["报告.md"]
+    assert [p.name for p in (app[1] / "inbox" / track).iterdir()] == ["0000-document.md"]  # ASCII on disk only
+    url = "https://en.wikipedia.org/wiki/Paris"
+    paris = "The Louvre Museum holds the Mona Lisa. The Louvre Museum lies on the Seine River."
+    job = client.post("/documents/text", json={"text": paris, "file_source": url}).json()
+    assert wait_for(client, job["track_id"])["documents"][0]["file_path"] == url
+    assert url in {ref["file_path"] for ref in query_data(client, ["Louvre Museum"])["data"]["references"]}
 
 
 # ---- queries ----------------------------------------------------------------------------

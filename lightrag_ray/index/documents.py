@@ -2,7 +2,8 @@
 
 Supported: .txt/.md (one document per file), .json (a list of strings or objects, or an
 object mapping titles to texts), .jsonl (one string or object per line), .parquet (one
-document per row). Objects carry their text in one of TEXT_FIELDS; a title/id, when
+document per row), and .pdf .docx .pptx .xlsx .html/.htm (one document per file, converted
+to text by ``converters``). Objects carry their text in one of TEXT_FIELDS; a title/id, when
 present, becomes part of the document's file path so citations can name it.
 """
 
@@ -19,10 +20,11 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from lightrag_ray.core.ids import doc_id
+from lightrag_ray.index.converters import CONVERTED_SUFFIXES, ConversionError, to_text
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst")
 RECORD_SUFFIXES = (".json", ".jsonl", ".ndjson", ".parquet")
-SUPPORTED_SUFFIXES = TEXT_SUFFIXES + RECORD_SUFFIXES
+SUPPORTED_SUFFIXES = TEXT_SUFFIXES + RECORD_SUFFIXES + CONVERTED_SUFFIXES
 TEXT_FIELDS = ("text", "content", "context", "page_content", "body")
 NAME_FIELDS = ("id", "doc_id", "title", "name")
 
@@ -158,26 +160,34 @@ def _row(text: str, file_path: str, error: str | None = None) -> dict[str, Any]:
     return {"doc_id": ident, "file_path": file_path, "text": text, "error": error}
 
 
-def parse_file(path: str, data: bytes) -> list[dict[str, Any]]:
+def parse_file(path: str, data: bytes, name: str | None = None) -> list[dict[str, Any]]:
     """Document rows (doc_id, file_path, text, error) of one file; never raises.
 
-    A file that cannot be read yields one row with ``error`` set; a record file with
-    some bad records yields error rows for those and documents for the rest.
+    ``path``'s suffix says how to read the file; the rows' file_path is ``name`` (default:
+    ``path``). A file that cannot be read, or of an unsupported type, yields one row with
+    ``error`` set; a record file with some bad records yields error rows for those and
+    documents for the rest.
     """
+    name = path if name is None else name
+    lower = path.lower()
     try:
-        if not path.lower().endswith(RECORD_SUFFIXES):
-            return [_row(decode_text(data), path)]
+        if not lower.endswith(SUPPORTED_SUFFIXES):
+            return [_row("", name, unsupported_error(path)["error"])]
+        if lower.endswith(CONVERTED_SUFFIXES):
+            return [_row(to_text(PurePosixPath(lower).suffix, data), name)]
+        if not lower.endswith(RECORD_SUFFIXES):
+            return [_row(decode_text(data), name)]
         rows = []
         for index, (title, record) in enumerate(_records(path, data)):
-            where = f"{path}#{title if title is not None else index}"
+            where = f"{name}#{title if title is not None else index}"
             try:
-                name, text = _record_text(record)
-                where = f"{path}#{name}" if name and title is None else where
+                record_name, text = _record_text(record)
+                where = f"{name}#{record_name}" if record_name and title is None else where
                 rows.append(_row(decode_text(text.encode("utf-8")), where))
             except DocumentError as exc:
                 rows.append(_row("", where, str(exc)))
-        return rows or [_row("", path, "no documents found in the file")]
-    except DocumentError as exc:
-        return [_row("", path, str(exc))]
+        return rows or [_row("", name, "no documents found in the file")]
+    except (DocumentError, ConversionError) as exc:
+        return [_row("", name, str(exc))]
     except (ValueError, OSError, RecursionError) as exc:  # json/parquet syntax errors, deep nesting
-        return [_row("", path, f"cannot parse {path}: {exc}")]
+        return [_row("", name, f"cannot parse {name}: {exc}")]

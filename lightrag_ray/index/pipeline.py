@@ -87,7 +87,7 @@ def _read_documents(files: list[str], task_args: dict[str, Any], display_names: 
 
     def parse(row: dict[str, Any]) -> list[dict[str, Any]]:
         path = row["path"]
-        return parse_file(display_names.get(path.rsplit("/", 1)[-1], path), row["bytes"])
+        return parse_file(path, row["bytes"], display_names.get(path.rsplit("/", 1)[-1]))
 
     return ds.flat_map(parse, **task_args).materialize()
 

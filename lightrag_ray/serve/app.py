@@ -192,8 +192,7 @@ class Ingress:
     async def insert_text(self, request: InsertTextRequest) -> InsertResponse:
         """Index one text in the background; returns the track id."""
         name = request.file_source or "text.txt"
-        name = name if name.lower().endswith((".txt", ".md")) else f"{name}.txt"
-        return await self._submit([(name, request.text.encode("utf-8"))], "insert")
+        return await self._submit([(name, request.text.encode("utf-8"))], "insert", as_text=True)
 
     @api.post("/documents/texts")
     async def insert_texts(self, request: InsertTextsRequest) -> InsertResponse:
@@ -201,23 +200,22 @@ class Ingress:
         if request.file_sources and len(request.file_sources) != len(request.texts):
             raise HTTPException(422, "file_sources must be empty or as long as texts")
         sources = request.file_sources or [f"text_{i}.txt" for i in range(len(request.texts))]
-        files = [(s if s.lower().endswith((".txt", ".md")) else f"{s}.txt", t.encode("utf-8"))
-                 for s, t in zip(sources, request.texts)]
-        return await self._submit(files, "insert")
+        files = [(s, t.encode("utf-8")) for s, t in zip(sources, request.texts)]
+        return await self._submit(files, "insert", as_text=True)
 
     @api.post("/documents/upload")
     async def upload(self, file: UploadFile = File(...)) -> InsertResponse:
-        """Index an uploaded file (.txt .md .json .jsonl .parquet) in the background."""
+        """Index an uploaded file (text, records, PDF, DOCX, PPTX, XLSX, HTML) in the background."""
         return await self._submit([(file.filename or "upload.txt", await file.read())], "upload")
 
-    async def _submit(self, files: list[tuple[str, bytes]], prefix: str) -> InsertResponse:
+    async def _submit(self, files: list[tuple[str, bytes]], prefix: str, as_text: bool = False) -> InsertResponse:
         from lightrag_ray.serve.workspace_service import InsertRejected
 
         if self.settings.llm.backend == "none" and self.settings.extraction.mode == "llm":
             raise HTTPException(409, "inserts are off: this server has no LLM for extraction. Restart it with "
                                      "--llm-base-url http://HOST:PORT/v1, or with --extraction-mode fast (no LLM)")
         try:
-            job = await self.workspace.submit.remote(files, prefix)
+            job = await self.workspace.submit.remote(files, prefix, as_text)
         except InsertRejected as exc:
             raise HTTPException(400, cause_message(exc)) from None
         return _insert_response(job)

@@ -203,9 +203,9 @@ class WorkspaceDeployment:
     async def labels(self):
         return await self._call("labels")
 
-    async def submit(self, files: list[tuple[str, bytes]], prefix: str) -> dict[str, Any]:
+    async def submit(self, files: list[tuple[str, bytes]], prefix: str, as_text: bool = False) -> dict[str, Any]:
         """Queue an insert job; returns it at once (status ``pending`` or ``duplicated``)."""
-        job = await self._call("submit", files, prefix)
+        job = await self._call("submit", files, prefix, as_text)
         if job["status"] != "duplicated":
             self.jobs.put_nowait(job["track_id"])
         return job

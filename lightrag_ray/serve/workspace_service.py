@@ -51,10 +51,11 @@ class WriteBusy(RuntimeError):
         self.track_id = track_id
 
 
-def safe_file_name(name: str, default: str = "text.txt") -> str:
-    """A file name that stays inside its folder: no directories, no dot names, ASCII only."""
-    base = _UNSAFE.sub("_", PurePosixPath(name.replace("\\", "/")).name).strip("._")
-    return base[:120] or default
+def inbox_name(number: int, name: str, suffix: str) -> str:
+    """The name under which the ``number``-th file of a job, given as ``name``, is stored:
+    unique in its folder, ASCII, no directories or dot names, ending in ``suffix`` (its type)."""
+    stem = _UNSAFE.sub("_", PurePosixPath(name.replace("\\", "/")).stem).strip("._")[:100]
+    return f"{number:04d}-{stem or 'document'}{_UNSAFE.sub('_', suffix)}"
 
 
 def _now() -> str:
@@ -98,18 +99,21 @@ class WorkspaceService:
         self.jobs[job["track_id"]] = job
         self.workspace.write_bytes(json.dumps(job).encode(), "tracks", f"{job['track_id']}.json")
 
-    def submit(self, files: list[tuple[str, bytes]], prefix: str = "insert") -> dict[str, Any]:
+    def submit(self, files: list[tuple[str, bytes]], prefix: str = "insert", as_text: bool = False) -> dict[str, Any]:
         """Store ``(file name, bytes)`` in the workspace inbox and queue one insert job.
 
+        Documents keep the names given (URLs, any script) in their status and references;
+        the type comes from the name's suffix, or is plain text for every file if ``as_text``.
         Returns the job (``track_id``, ``doc_ids``, ``status``); ``status`` is
         ``duplicated`` when every document is already processed (no job is queued).
         Raises InsertRejected when no file holds a readable document.
         """
         track_id = f"{prefix}_{dt.datetime.now(dt.timezone.utc):%Y%m%d_%H%M%S}_{uuid.uuid4().hex[:8]}"
         rows, errors = [], []
-        names = [safe_file_name(name) for name, _ in files]
-        for name, (_, data) in zip(names, files):
-            for row in parse_file(name, data):
+        stored = [inbox_name(number, name, ".txt" if as_text else PurePosixPath(name).suffix.lower())
+                  for number, (name, _) in enumerate(files)]
+        for path, (name, data) in zip(stored, files):
+            for row in parse_file(path, data, name):
                 (errors if row["error"] else rows).append(row)
         if not rows:
             reasons = "; ".join(f"{e['file_path']}: {e['error']}" for e in errors) or "no files"
@@ -124,10 +128,9 @@ class WorkspaceService:
         if all(known.get(d, {}).get("status") == doc_status.PROCESSED for d in doc_ids):
             self._save_job({**job, "status": DUPLICATED})
             return self.jobs[track_id]
-        for number, (name, (_, data)) in enumerate(zip(names, files)):
-            stored = f"{number:04d}-{name}"  # unique in the folder; documents keep `name`
-            self.workspace.write_bytes(data, "inbox", track_id, stored)
-            job["files"][stored] = name
+        for path, (name, data) in zip(stored, files):
+            self.workspace.write_bytes(data, "inbox", track_id, path)
+            job["files"][path] = name
         self._save_job(job)
         return job
 
