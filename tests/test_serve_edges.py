@@ -156,6 +156,16 @@ def test_cancel_of_an_unknown_job_is_404(app):
     assert response.status_code == 404 and response.json() == {"detail": "no insert job with track id 'insert_nope'"}
 
 
+def test_chat_without_an_llm_is_an_openai_503(app):
+    import openai
+
+    client = openai.OpenAI(base_url=f"{app}/v1", api_key=API_KEY, max_retries=0)
+    with client, pytest.raises(openai.InternalServerError) as caught:
+        client.chat.completions.create(model="lightrag-local", messages=[{"role": "user", "content": "Who?"}])
+    assert caught.value.status_code == 503 and "no LLM configured" in str(caught.value)
+    assert caught.value.type == "server_error"
+
+
 def test_a_failed_job_ends_with_one_line_naming_its_log(service, tmp_path):
     """Build: a job that raises ends with one line in its status (no traceback, colour codes or
     server paths) naming ``logs/<track_id>.log``, which holds the traceback. Here the job's

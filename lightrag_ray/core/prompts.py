@@ -100,7 +100,7 @@ relations from a knowledge graph, and numbered source passages.
 - Say so plainly when the context does not contain the answer; never invent facts.
 - Cite the passages you rely on with their numbers in square brackets, e.g. [2].
 - End with a "References" list of the cited numbers and their sources.
-- Write in the language of the question.{{response_type}}
+- Write in the language of the question.{{response_type}}{{instructions}}
 
 Knowledge base context:
 {{context}}"""
@@ -112,9 +112,12 @@ def keywords_messages(question: str) -> list[dict[str, str]]:
 
 
 def answer_messages(
-    question: str, context: str, history: list[dict[str, str]] | None = None, response_type: str = ""
+    question: str, context: str, history: list[dict[str, str]] | None = None, response_type: str = "",
+    instructions: str = "",
 ) -> list[dict[str, str]]:
-    """System prompt with the context, the conversation so far, then the question."""
+    """System prompt with the context (and the caller's ``instructions``), the conversation
+    so far, then the question."""
     style = f"\n- Answer format: {response_type}." if response_type else ""
-    system = _ANSWER_SYSTEM.format(context=context, response_type=style)
+    extra = f"\n\nInstructions from the application:\n{instructions}" if instructions else ""
+    system = _ANSWER_SYSTEM.format(context=context, response_type=style, instructions=extra)
     return [{"role": "system", "content": system}, *(history or []), {"role": "user", "content": question}]

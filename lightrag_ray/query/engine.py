@@ -54,6 +54,7 @@ class QueryParam(BaseModel):
     ll_keywords: list[str] | None = Field(None, description="Skip the keyword call with these names.")
     history: list[dict[str, str]] = Field(default_factory=list, description="Earlier chat turns.")
     response_type: str = Field("", description="Answer style, e.g. 'bullet points'.")
+    instructions: str = Field("", description="The caller's own instructions for the answer (OpenAI system messages).")
 
 
 @dataclass
@@ -193,7 +194,7 @@ class QueryEngine:
         return context, keywords, calls
 
     def _reserved_tokens(self, question: str, param: QueryParam) -> int:
-        messages = prompts.answer_messages(question, "", param.history, param.response_type)
+        messages = prompts.answer_messages(question, "", param.history, param.response_type, param.instructions)
         return sum(count_tokens(m["content"], self.settings.chunking.encoding) + 4 for m in messages)
 
     # ---- generation -----------------------------------------------------------------
@@ -225,10 +226,12 @@ class QueryEngine:
             yield piece
 
     def answer_messages(self, question: str, context: QueryContext, param: QueryParam) -> list[dict[str, str]]:
+        """The messages of the answer call (bypass: the caller's instructions, history and question)."""
         if param.mode == "bypass":
-            return [*param.history, {"role": "user", "content": question}]
+            system = [{"role": "system", "content": param.instructions}] if param.instructions else []
+            return [*system, *param.history, {"role": "user", "content": question}]
         text = context.text or "(nothing relevant was found in the knowledge base)"
-        return prompts.answer_messages(question, text, param.history, param.response_type)
+        return prompts.answer_messages(question, text, param.history, param.response_type, param.instructions)
 
 
 async def _no_items() -> tuple[list, list]:

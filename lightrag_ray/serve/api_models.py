@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -81,16 +81,51 @@ class DeleteDocRequest(_Strict):
     doc_ids: list[str] = Field(..., min_length=1)
 
 
+def chat_mode(model: str) -> str | None:
+    """The query mode a chat model name selects (``lightrag-local``: local; ``lightrag``:
+    the default), or None for an unknown model."""
+    if model == CHAT_MODEL_PREFIX.rstrip("-"):
+        return DEFAULT_MODE
+    mode = model.removeprefix(CHAT_MODEL_PREFIX)
+    return mode if model.startswith(CHAT_MODEL_PREFIX) and mode in MODES else None
+
+
+class ContentPart(BaseModel):
+    """One part of a message's content; only ``text`` parts are read (images are skipped)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    text: str | None = None
+
+
 class ChatMessage(BaseModel):
-    """An OpenAI chat message; ``content`` may be a string or a list of text parts."""
+    """An OpenAI chat message; ``content`` may be a string, a list of parts or null."""
 
     role: str
-    content: str | list[dict[str, Any]] | None = None
+    content: str | list[ContentPart] | None = None
 
     def text(self) -> str:
+        """The message's text: the string, or its text parts joined by newlines ("" if none)."""
         if isinstance(self.content, list):
-            return "".join(part.get("text", "") for part in self.content if part.get("type") == "text")
+            return "\n".join(part.text for part in self.content if part.type == "text" and part.text)
         return self.content or ""
+
+
+class StreamOptions(BaseModel):
+    """OpenAI's ``stream_options``: ``include_usage`` adds a last chunk with the usage."""
+
+    model_config = ConfigDict(extra="allow")
+
+    include_usage: bool = False
+
+
+class ChatPrompt(NamedTuple):
+    """What a chat request asks: the question, the turns before it, the system instructions."""
+
+    question: str
+    history: list[dict[str, str]]
+    instructions: str
 
 
 class ChatCompletionRequest(BaseModel):
@@ -101,19 +136,19 @@ class ChatCompletionRequest(BaseModel):
     model: str = f"{CHAT_MODEL_PREFIX}{DEFAULT_MODE}"
     messages: list[ChatMessage] = Field(..., min_length=1)
     stream: bool = False
+    stream_options: StreamOptions | None = None
 
-    def mode(self) -> str | None:
-        """The query mode the model name selects, or None for an unknown model."""
-        if self.model in ("lightrag", CHAT_MODEL_PREFIX.rstrip("-")):
-            return DEFAULT_MODE
-        mode = self.model.removeprefix(CHAT_MODEL_PREFIX)
-        return mode if self.model.startswith(CHAT_MODEL_PREFIX) and mode in MODES else None
-
-    def question_and_history(self) -> tuple[str, list[dict[str, str]]]:
-        """The last user message, and the user/assistant turns before it."""
+    def prompt(self) -> ChatPrompt:
+        """The last user message (the question), the user/assistant turns before it and the
+        system (or developer) messages joined; ValueError when there is no question."""
         users = [i for i, m in enumerate(self.messages) if m.role == "user"]
         if not users:
             raise ValueError("messages hold no user message to answer")
         last = users[-1]
-        history = [{"role": m.role, "content": m.text()} for m in self.messages[:last] if m.role in ("user", "assistant")]
-        return self.messages[last].text(), history
+        question = self.messages[last].text()
+        if not question.strip():
+            raise ValueError("the last user message has no text to answer (content parts other than text are not read)")
+        history = [{"role": m.role, "content": m.text()} for m in self.messages[:last]
+                   if m.role in ("user", "assistant") and m.text()]
+        instructions = "\n\n".join(m.text() for m in self.messages if m.role in ("system", "developer") and m.text())
+        return ChatPrompt(question, history, instructions)

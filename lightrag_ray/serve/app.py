@@ -1,4 +1,5 @@
-"""The Ray Serve application: LightRAG Server's REST routes plus an OpenAI-compatible chat API.
+"""The Ray Serve application: LightRAG Server's REST routes plus an OpenAI-compatible chat API
+(its routes and error shape in openai_routes / openai_errors).
 
 ``build_app`` is the typed builder that ``serve_config.yaml`` (and ``lightrag-ray serve``)
 points at. The FastAPI ingress runs the QueryEngine (autoscaled): it reads the graph
@@ -12,7 +13,6 @@ import asyncio
 import json
 import os
 import time
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -29,9 +29,6 @@ from lightrag_ray.models.llm import LLMError
 from lightrag_ray.query.engine import QueryEngine
 from lightrag_ray.query.stores import ThreadedVectorIndex, VectorIndex
 from lightrag_ray.serve.api_models import (
-    CHAT_MODEL_PREFIX,
-    MODES,
-    ChatCompletionRequest,
     DeleteDocRequest,
     InsertResponse,
     InsertTextRequest,
@@ -47,8 +44,13 @@ from lightrag_ray.serve.deployments import (
     HandleVectorIndex,
     LLMDeployment,
     WorkspaceDeployment,
+    cause_message,
+    llm_failure,
 )
 from lightrag_ray.serve.http_guard import RequestGuard, has_key
+from lightrag_ray.serve.openai_errors import error_body, error_response
+from lightrag_ray.serve.openai_routes import OpenAIRoutes
+from lightrag_ray.serve.openai_routes import install as install_openai_routes
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph_reader import GraphUnavailableError, ShardReader
 from lightrag_ray.storage.vectors import is_server_uri, open_store
@@ -61,23 +63,19 @@ api = FastAPI(
     title="lightrag-ray",
     description="Graph-based RAG on Ray: LightRAG Server routes and an OpenAI-compatible chat API.",
 )
-api.add_middleware(RequestGuard, settings=lambda: (_GUARD["api_key"], _GUARD["max_body_bytes"]))
-
-
-def cause_message(exc: BaseException) -> str:
-    """The message of an exception raised in another deployment, without Ray's remote traceback."""
-    return str(getattr(exc, "cause", None) or exc)
+api.add_middleware(RequestGuard, settings=lambda: (_GUARD["api_key"], _GUARD["max_body_bytes"]),
+                   error_body=error_body)  # OpenAI's error shape on /v1
+install_openai_routes(api)
 
 
 @api.exception_handler(LLMError)
-async def _llm_failed(_request: Any, exc: LLMError) -> JSONResponse:
-    return JSONResponse({"detail": f"the LLM failed: {cause_message(exc)}"}, status_code=502)
+async def _llm_failed(request: Request, exc: LLMError) -> JSONResponse:
+    return error_response(request, 502, llm_failure(exc))
 
 
 @api.exception_handler(GraphUnavailableError)
-async def _graph_unavailable(_request: Any, exc: GraphUnavailableError) -> JSONResponse:
-    return JSONResponse({"detail": f"the knowledge graph is unavailable: {exc}"}, status_code=503,
-                        headers={"Retry-After": "1"})
+async def _graph_unavailable(request: Request, exc: GraphUnavailableError) -> JSONResponse:
+    return error_response(request, 503, f"the knowledge graph is unavailable: {exc}", headers={"Retry-After": "1"})
 
 
 def _insert_response(job: dict[str, Any]) -> InsertResponse:
@@ -89,17 +87,13 @@ def _insert_response(job: dict[str, Any]) -> InsertResponse:
     return InsertResponse(status=status, message=message, track_id=job["track_id"], doc_ids=job["doc_ids"])
 
 
-def _sse(payload: dict[str, Any]) -> str:
-    return f"data: {json.dumps(payload)}\n\n"
-
-
 @serve.deployment(
     ray_actor_options={"num_cpus": 0.1, **SERVING},
     autoscaling_config={"min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 8},
     max_ongoing_requests=64,
 )
 @serve.ingress(api)
-class Ingress:
+class Ingress(OpenAIRoutes):
     """HTTP front door; stateless, so it scales out."""
 
     def __init__(self, settings: dict[str, Any], embedder: Any, llm: Any, workspace: Any,
@@ -162,7 +156,7 @@ class Ingress:
                 async for piece in engine.generate_stream(request.query, context, param):
                     yield json.dumps({"response": piece}) + "\n"
             except LLMError as exc:
-                yield json.dumps({"error": f"the LLM failed: {cause_message(exc)}"}) + "\n"
+                yield json.dumps({"error": llm_failure(exc)}) + "\n"
 
         return StreamingResponse(lines(), media_type="application/x-ndjson")
 
@@ -273,51 +267,6 @@ class Ingress:
     async def labels(self) -> list[str]:
         """All entity names."""
         return await self.workspace.labels.remote()
-
-    # ---- OpenAI-compatible -------------------------------------------------------------
-    @api.get("/v1/models")
-    async def models(self) -> dict[str, Any]:
-        """One model per query mode: lightrag-mix, lightrag-local, ..."""
-        return {"object": "list", "data": [
-            {"id": f"{CHAT_MODEL_PREFIX}{m}", "object": "model", "created": 0, "owned_by": "lightrag-ray"}
-            for m in MODES
-        ]}
-
-    @api.post("/v1/chat/completions", response_model=None)
-    async def chat(self, request: ChatCompletionRequest) -> dict[str, Any] | StreamingResponse:
-        """Answer the last user message from the knowledge graph; the model name picks the mode."""
-        self._need_llm()
-        mode = request.mode()
-        if mode is None:
-            raise HTTPException(404, f"unknown model {request.model!r}; use one of "
-                                     + ", ".join(f"{CHAT_MODEL_PREFIX}{m}" for m in MODES))
-        try:
-            question, history = request.question_and_history()
-        except ValueError as exc:
-            raise HTTPException(422, str(exc)) from None
-        param = QueryRequest(query=question, mode=mode).param().model_copy(update={"history": history})
-        engine = await self._engine()
-        context, _, _ = await engine.retrieve(question, param)
-        ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-        base = {"id": ident, "created": created, "model": request.model}
-        if not request.stream:
-            answer = await self.llm.complete(engine.answer_messages(question, context, param))
-            return {**base, "object": "chat.completion", "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}
-
-        async def events() -> AsyncIterator[str]:
-            chunk = {**base, "object": "chat.completion.chunk"}
-            yield _sse({**chunk, "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]})
-            try:
-                async for piece in engine.generate_stream(question, context, param):
-                    yield _sse({**chunk, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
-            except LLMError as exc:
-                yield _sse({"error": {"message": f"the LLM failed: {cause_message(exc)}", "type": "upstream_error"}})
-            yield _sse({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-            yield "data: [DONE]\n\n"
-
-        return StreamingResponse(events(), media_type="text/event-stream")
 
     @api.get("/health")
     async def health(self, request: Request) -> dict[str, Any]:

@@ -77,6 +77,16 @@ class EmbedderDeployment:
         return int(self.embedder.dim)
 
 
+def cause_message(exc: BaseException) -> str:
+    """The message of an exception raised in another deployment, without Ray's remote traceback."""
+    return str(getattr(exc, "cause", None) or exc)
+
+
+def llm_failure(exc: BaseException) -> str:
+    """What a client is told when the LLM deployment failed."""
+    return f"the LLM failed: {cause_message(exc)}"
+
+
 class HandleLLM:
     """The LLMClient protocol over the LLM deployment."""
 

@@ -11,14 +11,24 @@ from starlette.exceptions import HTTPException
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
+ErrorBody = Callable[[str, int, str], dict[str, Any]]  # (path, status, message) -> JSON body
 OPEN_PATHS = frozenset({"/health", "/docs", "/redoc", "/openapi.json"})  # no key needed
 
 
-async def _reply(send: Send, status: int, detail: str, headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
-    body = json.dumps({"detail": detail}).encode()
+def detail_body(_path: str, _status: int, message: str) -> dict[str, Any]:
+    """FastAPI's error body, ``{"detail": message}``."""
+    return {"detail": message}
+
+
+def route_path(scope: Scope) -> str:
+    """The request's path inside the app (no root path, no trailing slash)."""
+    return scope.get("path", "").removeprefix(scope.get("root_path", "")).rstrip("/") or "/"
+
+
+async def _reply(send: Send, status: int, body: dict[str, Any], headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), *headers]})
-    await send({"type": "http.response.body", "body": body})
+    await send({"type": "http.response.body", "body": json.dumps(body).encode()})
 
 
 def presented_key(headers: dict[bytes, bytes]) -> str:
@@ -36,14 +46,17 @@ def has_key(headers: dict[bytes, bytes], api_key: str | None) -> bool:
 
 
 class RequestGuard:
-    """Rejects requests without the API key (401) and bodies over ``max_body_bytes`` (413).
+    """Rejects requests without the API key (401) and bodies over ``max_body_bytes`` (413),
+    with the body ``error_body`` gives for the path.
 
     The limit holds for chunked uploads too: the body is counted as the route reads it.
     """
 
-    def __init__(self, app: Any, settings: Callable[[], tuple[str | None, int]]) -> None:
+    def __init__(self, app: Any, settings: Callable[[], tuple[str | None, int]],
+                 error_body: ErrorBody = detail_body) -> None:
         self.app = app
         self.settings = settings  # read per request: the Serve replica sets them after import
+        self.error_body = error_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -51,14 +64,14 @@ class RequestGuard:
             return
         api_key, max_body = self.settings()
         headers = dict(scope.get("headers") or [])
-        path = scope.get("path", "").removeprefix(scope.get("root_path", "")).rstrip("/") or "/"
+        path = route_path(scope)
         if path not in OPEN_PATHS and not has_key(headers, api_key):
-            await _reply(send, 401, "missing or wrong API key: send it as X-API-Key or Authorization: Bearer",
-                         [(b"www-authenticate", b"Bearer")])
+            message = "missing or wrong API key: send it as X-API-Key or Authorization: Bearer"
+            await _reply(send, 401, self.error_body(path, 401, message), [(b"www-authenticate", b"Bearer")])
             return
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > max_body:
-            await _reply(send, 413, f"request body over the limit of {max_body} bytes")
+            await _reply(send, 413, self.error_body(path, 413, f"request body over the limit of {max_body} bytes"))
             return
         seen = 0
 

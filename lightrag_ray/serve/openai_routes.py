@@ -1,0 +1,126 @@
+"""The OpenAI-compatible API: ``GET /v1/models[/{id}]`` and ``POST /v1/chat/completions``.
+
+``OpenAIRoutes`` is mixed into the Serve ingress (which supplies the query engine and the
+LLM); ``install`` puts its routes and OpenAI's error shape (openai_errors) on the app.
+A chat answers the last user message from the knowledge graph, the model picking the
+query mode; ``usage`` counts the tokens of the answer call's messages and of the answer.
+"""
+
+# No `from __future__ import annotations`: FastAPI must see the real types of the route parameters.
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, FastAPI
+from fastapi.responses import StreamingResponse
+
+from lightrag_ray.config import Settings
+from lightrag_ray.core.tokenizer import count_tokens
+from lightrag_ray.models.llm import LLMClient, LLMError
+from lightrag_ray.query.engine import QueryEngine, QueryParam
+from lightrag_ray.serve.api_models import CHAT_MODEL_PREFIX, MODES, ChatCompletionRequest, chat_mode
+from lightrag_ray.serve.deployments import llm_failure
+from lightrag_ray.serve.openai_errors import OpenAIError, install_error_handlers, openai_error
+
+router = APIRouter()
+MODEL_IDS = [f"{CHAT_MODEL_PREFIX}{mode}" for mode in MODES]
+
+
+def model_card(model_id: str) -> dict[str, Any]:
+    """OpenAI's model object for one of our model names."""
+    return {"id": model_id, "object": "model", "created": 0, "owned_by": "lightrag-ray"}
+
+
+def _unknown_model(model_id: str) -> OpenAIError:
+    return OpenAIError(404, f"the model {model_id!r} does not exist; use one of {', '.join(MODEL_IDS)}",
+                       param="model", code="model_not_found")
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    """OpenAI's ``usage`` object."""
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
+def _sse(payload: dict[str, Any]) -> str:
+    return f"data: {json.dumps(payload)}\n\n"
+
+
+async def _chunks(pieces: AsyncIterator[str], chunk: dict[str, Any], prompt_tokens: int, encoding: str,
+                  include_usage: bool) -> AsyncIterator[str]:
+    """The answer as OpenAI's SSE chunks: role, content pieces, finish (then usage), [DONE]."""
+    yield _sse({**chunk, "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]})
+    answer = []
+    try:
+        async for piece in pieces:
+            answer.append(piece)
+            yield _sse({**chunk, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
+    except LLMError as exc:  # instead of the finish chunk: the openai client raises APIError
+        yield _sse(openai_error(502, llm_failure(exc)))
+    else:
+        yield _sse({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        if include_usage:
+            yield _sse({**chunk, "choices": [], "usage": usage(prompt_tokens, count_tokens("".join(answer), encoding))})
+    yield "data: [DONE]\n\n"
+
+
+class OpenAIRoutes:
+    """The /v1 routes, as methods of the Serve ingress class that inherits them."""
+
+    settings: Settings
+    llm: LLMClient | None
+
+    if TYPE_CHECKING:  # provided by the ingress
+        async def _engine(self) -> QueryEngine: ...
+
+        def _need_llm(self) -> None: ...
+
+    @router.get("/v1/models")
+    async def models(self) -> dict[str, Any]:
+        """One model per query mode: lightrag-mix, lightrag-local, ..."""
+        return {"object": "list", "data": [model_card(m) for m in MODEL_IDS]}
+
+    @router.get("/v1/models/{model_id}")
+    async def model(self, model_id: str) -> dict[str, Any]:
+        """One model; 404 for a name that selects no query mode."""
+        if chat_mode(model_id) is None:
+            raise _unknown_model(model_id)
+        return model_card(model_id)
+
+    @router.post("/v1/chat/completions", response_model=None)
+    async def chat(self, request: ChatCompletionRequest) -> dict[str, Any] | StreamingResponse:
+        """Answer the last user message from the knowledge graph; the model name picks the mode,
+        system messages become instructions in the answer prompt."""
+        mode = chat_mode(request.model)
+        if mode is None:
+            raise _unknown_model(request.model)
+        self._need_llm()
+        try:
+            question, history, instructions = request.prompt()
+        except ValueError as exc:
+            raise OpenAIError(400, str(exc), param="messages") from None
+        param = QueryParam(mode=mode, history=history, instructions=instructions)
+        engine = await self._engine()
+        context, _, _ = await engine.retrieve(question, param)
+        messages = engine.answer_messages(question, context, param)
+        encoding = self.settings.chunking.encoding
+        prompt_tokens = sum(count_tokens(m["content"], encoding) for m in messages)
+        base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": request.model}
+        if request.stream:
+            include_usage = bool(request.stream_options and request.stream_options.include_usage)
+            chunks = _chunks(self.llm.stream(messages), {**base, "object": "chat.completion.chunk"},
+                             prompt_tokens, encoding, include_usage)
+            return StreamingResponse(chunks, media_type="text/event-stream")
+        answer = await self.llm.complete(messages)
+        return {**base, "object": "chat.completion", "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
+            "usage": usage(prompt_tokens, count_tokens(answer, encoding))}
+
+
+def install(api: FastAPI) -> None:
+    """Serve the /v1 routes on ``api`` (for an ingress class inheriting OpenAIRoutes) with
+    OpenAI's error shape."""
+    api.include_router(router)
+    install_error_handlers(api)
