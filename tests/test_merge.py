@@ -261,11 +261,12 @@ def test_summaries_replace_long_descriptions():
     assert graph.entity("bob")["description"] == "short"
     assert graph.pending_summaries(3, 1000, count_tokens) == []
 
-    # a new fragment makes a new description: the old summary no longer applies
+    # a new fragment makes a new description: the old summary no longer applies as it is,
+    # the next one starts from it (tests/test_summary_bases.py)
     graph.apply(*rows([ent("Alice", "c9", desc="Alice fact 9")]))
     assert graph.entity("alice")["description"].endswith("Alice fact 9")
     [again] = graph.pending_summaries(3, 1000, count_tokens)
-    assert again["name"] == "Alice" and len(again["fragments"]) == 6
+    assert again["name"] == "Alice" and again["base"] == "summary of Alice" and again["fragments"] == ["Alice fact 9"]
 
 
 def test_summaries_by_token_count():

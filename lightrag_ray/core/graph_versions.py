@@ -58,6 +58,7 @@ class PublishedState:
         self.edges: dict[Pair, Data | None] = {}  # pre-job data of touched edges
         self.touched: dict[str, set[str]] = {}  # key -> other endpoints of its touched edges
         self.new_summaries: set[str] = set()
+        self.bases: dict[str, Any] = {}  # item id -> pre-job SummaryBase (None: it had none)
 
     # ---- called by the writer before it changes an item -----------------------------------
     def remember_node(self, key: str) -> None:
@@ -72,6 +73,9 @@ class PublishedState:
             self.edges[edge] = None if data is None else {"mentions": dict(data["mentions"]), "weight": data["weight"]}
             self.touched.setdefault(a, set()).add(b)
             self.touched.setdefault(b, set()).add(a)
+
+    def remember_base(self, item: str, base: Any) -> None:
+        self.bases.setdefault(item, base)
 
     # ---- the published graph ----------------------------------------------------------------
     def node(self, key: str) -> Data | None:

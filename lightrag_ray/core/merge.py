@@ -15,6 +15,7 @@ stored on both endpoints' shards; the shard of the smaller key is its owner.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import networkx as nx
@@ -22,6 +23,7 @@ import networkx as nx
 from lightrag_ray.core.graph_versions import LiveState, PublishedState
 from lightrag_ray.core.ids import entity_id, relation_id
 from lightrag_ray.core.shard_views import DESCRIPTION_SEP, ShardView, fragments_hash
+from lightrag_ray.core.summary_bases import SummaryBase, base_of, summary_input
 
 
 class EntityMention(NamedTuple):
@@ -61,6 +63,7 @@ class ShardGraph:
         self.max_source_ids = max_source_ids
         self.graph = nx.Graph()
         self.summaries: dict[str, str] = {}
+        self.summary_bases: dict[str, SummaryBase] = {}  # item id -> its latest summary (core.summary_bases)
         self.dirty_nodes: set[str] = set()
         self.dirty_edges: set[tuple[str, str]] = set()
         self._state = LiveState(self.graph, self.summaries)
@@ -101,6 +104,8 @@ class ShardGraph:
                 self.graph.add_edge(a, b, **data)
         for digest in job.new_summaries:
             del self.summaries[digest]
+        for item, base in job.bases.items():
+            self._set_base(item, base)
         self.dirty_nodes.update(job.nodes)
         self.dirty_edges.update(job.edges)
         self.published.state = self._state
@@ -230,13 +235,29 @@ class ShardGraph:
         return self.live.counts()
 
     # ---- summaries --------------------------------------------------------------
+    def _dirty_owned(self) -> Iterator[tuple[str, tuple[str, ...], str, list[str]]]:
+        """(kind, keys, item id, fragments) of the changed items this shard owns, in key order."""
+        for key in sorted(self.dirty_nodes):
+            if key in self.graph and self.owns(key):
+                yield "entity", (key,), entity_id(key), self.entity_fragments(key)
+        for a, b in sorted(self.dirty_edges):
+            if self.graph.has_edge(a, b) and self.owns_edge(a, b):
+                yield "relation", (a, b), relation_id(a, b), self.relation_fragments(a, b)
+
+    def _set_base(self, item: str, base: SummaryBase | None) -> None:
+        if self._job is not None:
+            self._job.remember_base(item, self.summary_bases.get(item))
+        if base is None:
+            self.summary_bases.pop(item, None)
+        else:
+            self.summary_bases[item] = base
+
     def pending_summaries(self, max_fragments: int, max_tokens: int, count_tokens) -> list[dict[str, Any]]:
-        """Dirty owned items whose description is too long and has no cached summary."""
+        """Dirty owned items whose description is too long and has no cached summary: what to
+        summarise is the item's last summary (``base``) plus the fragments added since, or
+        all its fragments (``base`` "") when it has none or lost fragments since."""
         todo = []
-        items = [("entity", (k,)) for k in self.dirty_nodes if k in self.graph and self.owns(k)]
-        items += [("relation", e) for e in self.dirty_edges if self.graph.has_edge(*e) and self.owns_edge(*e)]
-        for kind, item in items:
-            fragments = self.entity_fragments(*item) if kind == "entity" else self.relation_fragments(*item)
+        for kind, item, item_id, fragments in self._dirty_owned():
             digest = fragments_hash(fragments)
             too_long = len(fragments) > max_fragments or count_tokens(DESCRIPTION_SEP.join(fragments)) > max_tokens
             if too_long and digest not in self.summaries:
@@ -245,14 +266,19 @@ class ShardGraph:
                 else:
                     view = self.relation(*item)
                     name = f"{view['source']} - {view['target']}"
-                todo.append({"kind": kind, "name": name, "hash": digest, "fragments": fragments})
+                base, parts = summary_input(fragments, self.summary_bases.get(item_id), self.summaries)
+                todo.append({"kind": kind, "name": name, "hash": digest, "base": base, "fragments": parts})
         return todo
 
     def add_summaries(self, summaries: dict[str, str]) -> None:
-        """Cache summaries by fragments hash; they replace joined descriptions."""
+        """Cache summaries by fragments hash; they replace joined descriptions and become
+        the base of the next summary of the dirty owned items they describe."""
         if self._job is not None:
             self._job.new_summaries.update(h for h in summaries if h not in self.summaries)
         self.summaries.update(summaries)
+        for _, _, item_id, fragments in self._dirty_owned():
+            if fragments_hash(fragments) in summaries:
+                self._set_base(item_id, base_of(fragments))
         self.live.forget_descriptions()
 
     # ---- change feed ------------------------------------------------------------
@@ -266,6 +292,7 @@ class ShardGraph:
                 upserts_e.append(self.entity(key))
             else:
                 removed.append(entity_id(key))
+                self._set_base(removed[-1], None)
         for a, b in sorted(self.dirty_edges):
             if not self.owns_edge(a, b):
                 continue
@@ -273,6 +300,7 @@ class ShardGraph:
                 upserts_r.append(self.relation(a, b))
             else:
                 removed.append(relation_id(a, b))
+                self._set_base(removed[-1], None)
         self.dirty_nodes.clear()
         self.dirty_edges.clear()
         return {"entities": upserts_e, "relations": upserts_r, "removed": removed}

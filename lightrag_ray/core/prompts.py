@@ -52,6 +52,19 @@ Reply with the description only.
 Descriptions:
 {{fragments}}"""
 
+_SUMMARY_UPDATE_USER = f"""{SUMMARY_HEADING}
+The {{kind}} "{{name}}" has this description so far:
+<current_description>
+{{summary}}
+</current_description>
+New passages add the descriptions listed below. Rewrite the description in {{language}}
+so that it also covers them, in at most {{max_tokens}} tokens. Keep every distinct fact,
+old and new, resolve contradictions by stating both, and do not invent anything.
+Reply with the description only.
+
+New descriptions:
+{{fragments}}"""
+
 
 def extraction_messages(text: str, entity_types: list[str], language: str) -> list[dict[str, str]]:
     """Chat messages asking for the entity/relation records of one chunk."""
@@ -75,11 +88,24 @@ def summary_messages(
     kind: str, name: str, fragments: list[str], language: str, max_tokens: int
 ) -> list[dict[str, str]]:
     """Chat messages asking to merge description fragments of one entity or relation."""
-    listed = "\n".join(f"- {fragment}" for fragment in fragments)
     content = _SUMMARY_USER.format(
-        kind=kind, name=name, language=language, max_tokens=max_tokens, fragments=listed
+        kind=kind, name=name, language=language, max_tokens=max_tokens, fragments=_listed(fragments)
     )
     return [{"role": "user", "content": content}]
+
+
+def summary_update_messages(
+    kind: str, name: str, summary: str, fragments: list[str], language: str, max_tokens: int
+) -> list[dict[str, str]]:
+    """Chat messages asking to extend an existing summary with new description fragments."""
+    content = _SUMMARY_UPDATE_USER.format(
+        kind=kind, name=name, summary=summary, language=language, max_tokens=max_tokens, fragments=_listed(fragments)
+    )
+    return [{"role": "user", "content": content}]
+
+
+def _listed(fragments: list[str]) -> str:
+    return "\n".join(f"- {fragment}" for fragment in fragments)
 
 
 KEYWORDS_HEADING = "## Query keywords"

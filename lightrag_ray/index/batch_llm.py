@@ -181,16 +181,19 @@ class ProcessorRuns:
         return rows
 
     def summarize(self, items: list[Row]) -> list[Row]:
-        """Rows (kind, name, hash, fragments) -> rows (hash, summary, error), as
+        """Rows (kind, name, hash, base, fragments) -> rows (hash, summary, error), as
         ``SummarizeItems`` returns them: one pass per map-reduce level."""
         limits = summary_limits(self.settings)
         names = {str(item["hash"]): (str(item["kind"]), str(item["name"])) for item in items}
+        bases = {str(item["hash"]): str(item.get("base") or "") for item in items}
         fragments = {str(item["hash"]): [str(f) for f in item["fragments"]] for item in items}
         results: list[Row] = []
         while fragments:
             rows = [{"hash": item, "group": group, "conversation": json.dumps(messages, ensure_ascii=False)}
                     for item, parts in fragments.items()
-                    for group, messages in enumerate(level_messages(*names[item], parts, **limits))]
+                    for group, messages in enumerate(
+                        level_messages(*names[item], parts, base=bases.get(item, ""), **limits))]
+            bases = {}  # only the first level starts from a previous summary
             answers: dict[str, dict[int, Row]] = defaultdict(dict)
             for out in self._pass(SummaryPass(), SUMMARY_COLUMNS, rows, key=lambda row: (row["hash"], int(row["group"]))):
                 for row in out:

@@ -90,7 +90,7 @@ def extraction_result(answer: str, chunk_id: str, file_path: str) -> Extraction:
 
 
 class SummarizeItems(_LLMStage):
-    """Rows (kind, name, hash, fragments) -> rows (hash, summary, error)."""
+    """Rows (kind, name, hash, base, fragments) -> rows (hash, summary, error)."""
 
     def __call__(self, batch: dict[str, np.ndarray]) -> pd.DataFrame:
         return _columns(self._run_all([self._summarize(row) for row in _rows(batch)]))
@@ -98,7 +98,8 @@ class SummarizeItems(_LLMStage):
     async def _summarize(self, item: dict[str, Any]) -> dict[str, Any]:
         try:
             summary = await summarize(
-                self.client, item["kind"], item["name"], list(item["fragments"]), **summary_limits(self.settings)
+                self.client, item["kind"], item["name"], list(item["fragments"]), str(item.get("base") or ""),
+                **summary_limits(self.settings),
             )
         except LLMError as exc:
             return {"hash": item["hash"], "summary": "", "error": str(exc)}

@@ -1,4 +1,5 @@
-"""Map-reduce summaries of descriptions that grew too long (LightRAG's rule)."""
+"""Map-reduce summaries of descriptions that grew too long (LightRAG's rule), optionally
+starting from the item's previous summary (``base``, see core.summary_bases)."""
 
 from __future__ import annotations
 
@@ -33,22 +34,28 @@ def summary_limits(settings: Settings) -> dict[str, Any]:
 
 
 def level_messages(
-    kind: str, name: str, fragments: list[str], *, language: str, target_tokens: int, max_input_tokens: int,
+    kind: str, name: str, fragments: list[str], *, base: str = "", language: str, target_tokens: int,
+    max_input_tokens: int,
 ) -> list[Messages]:
-    """The prompts of one map-reduce level: one per group of fragments that fits a prompt."""
+    """The prompts of one map-reduce level: one per group of fragments that fits a prompt.
+    With a ``base`` summary, the first group is that summary updated with the first fragments."""
+    groups = _groups([base, *fragments] if base else fragments, max_input_tokens)
     return [
-        prompts.summary_messages(kind, name, group, language, target_tokens)
-        for group in _groups(fragments, max_input_tokens)
+        prompts.summary_update_messages(kind, name, base, group[1:], language, target_tokens)
+        if base and i == 0 else prompts.summary_messages(kind, name, group, language, target_tokens)
+        for i, group in enumerate(groups)
     ]
 
 
-async def summarize(client: LLMClient, kind: str, name: str, fragments: list[str], **limits: Any) -> str:
-    """One description from many: summarise groups that fit a prompt, then their summaries
-    (``limits``: see ``summary_limits``)."""
+async def summarize(
+    client: LLMClient, kind: str, name: str, fragments: list[str], base: str = "", **limits: Any
+) -> str:
+    """One description from many (and the previous summary ``base``, if any): summarise
+    groups that fit a prompt, then their summaries (``limits``: see ``summary_limits``)."""
     while True:
         answers = await asyncio.gather(
-            *(client.complete(messages) for messages in level_messages(kind, name, fragments, **limits))
+            *(client.complete(messages) for messages in level_messages(kind, name, fragments, base=base, **limits))
         )
-        fragments = [answer.strip() for answer in answers]
+        fragments, base = [answer.strip() for answer in answers], ""
         if len(fragments) == 1:
             return fragments[0]

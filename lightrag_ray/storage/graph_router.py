@@ -140,10 +140,12 @@ class GraphRouter:
 
     # ---- reads --------------------------------------------------------------------
     def pending_summaries(self, max_fragments: int, max_tokens: int) -> list[dict[str, Any]]:
-        """Items whose descriptions need an LLM summary, one per distinct fragment set."""
-        todo = {}
-        for items in self._all("pending_summaries", max_fragments, max_tokens):
-            todo.update({item["hash"]: item for item in items})
+        """Items whose descriptions need an LLM summary, one per distinct fragment set (the
+        same one whatever the shards' order, so the same graph gives the same prompts)."""
+        items = [item for shard in self._all("pending_summaries", max_fragments, max_tokens) for item in shard]
+        todo: dict[str, dict[str, Any]] = {}
+        for item in sorted(items, key=lambda i: (i["hash"], i["kind"], i["name"], i["base"])):
+            todo.setdefault(item["hash"], item)
         return list(todo.values())
 
     def take_changes(self) -> dict[str, list[Any]]:

@@ -1,0 +1,76 @@
+"""Incremental summaries end to end (real Ray, Milvus Lite, MiniLM, scripted LLM over HTTP):
+a new mention of a summarised entity costs one prompt over its last summary and the new
+fragment, and after a document is deleted its text never reaches a summary prompt."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lightrag_ray.index.deletion import delete_documents
+from lightrag_ray.index.pipeline import index_paths
+from lightrag_ray.models.embedding import make_embedder
+from lightrag_ray.storage import doc_status
+from lightrag_ray.storage.graph_router import GraphRouter
+from lightrag_ray.storage.vectors import open_store
+from lightrag_ray.storage.workspace import Workspace
+
+FIRST = [f"Ebenezer Scrooge counted the {word} ledger." for word in ("red", "blue", "green", "grey")]
+SECRET = "Ebenezer Scrooge buried the secret gold."
+NEW = "Ebenezer Scrooge bought a goose."
+LATER = "Ebenezer Scrooge sang a carol."
+BATCH = {"backend": "openai-batch", "batch_size": 8, "max_retries": 1}  # ray.data.llm processor passes
+
+
+def scrooge_prompts(llm: Any) -> list[str]:
+    """The texts of the summary requests about Ebenezer Scrooge so far."""
+    return [messages[-1]["content"] for kind, messages in llm.requests
+            if kind == "summary" and 'entity "Ebenezer Scrooge"' in messages[-1]["content"]]
+
+
+def write_docs(folder: Any, texts: list[str]) -> list[str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, text in enumerate(texts):
+        (folder / f"doc{i}.txt").write_text(text, encoding="utf-8")
+    return [str(folder)]
+
+
+@pytest.mark.parametrize("llm_settings", [{}, BATCH], ids=["client", "processor"])
+def test_new_mentions_update_the_last_summary_and_deleted_text_never_reaches_a_prompt(
+    ray_cluster, llm, make_settings, tmp_path, llm_settings
+):
+    settings = make_settings(graph={"summary_max_fragments": 3}, llm=llm_settings)
+    first = index_paths(write_docs(tmp_path / "first", [*FIRST, SECRET]), settings, progress=None)
+    assert first.summaries == 1 and llm.counts()["summary"] == 1
+    [previous] = scrooge_prompts(llm)
+    assert SECRET in previous
+
+    llm.reset()
+    second = index_paths(write_docs(tmp_path / "second", [NEW]), settings, progress=None)
+    assert second.summaries == 1 and llm.counts()["summary"] <= 2 * second.summaries
+    [prompt] = scrooge_prompts(llm)
+    assert "<current_description>\nSummary of 5 descriptions:" in prompt and NEW in prompt
+    assert not any(text in prompt.split("</current_description>")[1] for text in [*FIRST, SECRET])
+
+    llm.reset()  # the same insert again: nothing to extract or summarise
+    index_paths(write_docs(tmp_path / "second", [NEW]), settings, progress=None)
+    assert not llm.requests
+
+    workspace = Workspace(settings.workspace)
+    [secret_doc] = [d for d, row in doc_status.load(workspace).items() if row["file_path"].endswith("doc4.txt")]
+    router = GraphRouter(settings.workspace, settings.graph, settings.ray.namespace)
+    embedder = make_embedder(settings.embedding)
+    vectors = open_store(settings, embedder.dim)
+    try:
+        delete_documents(workspace, router, vectors, embedder, [secret_doc])
+    finally:
+        vectors.close()
+        router.close()
+
+    llm.reset()
+    third = index_paths(write_docs(tmp_path / "third", [LATER]), settings, progress=None)
+    assert third.summaries == 1
+    [prompt] = scrooge_prompts(llm)
+    assert "secret" not in prompt and "<current_description>" not in prompt  # from the remaining fragments
+    assert all(text in prompt for text in [*FIRST, NEW, LATER])
