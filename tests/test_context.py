@@ -74,3 +74,18 @@ def test_passages_fill_the_same_budget_with_stored_or_counted_text_tokens():
         stored_context = build_context([], [], stored, budgets)
         assert count_tokens(stored_context.text) <= total
         assert len(counted_context.chunks) - 1 <= len(stored_context.chunks) <= len(counted_context.chunks)
+
+
+def test_line_counts_are_cached_by_content_and_a_changed_line_is_counted_afresh():
+    from lightrag_ray.core.context import entity_line, line_tokens
+
+    entity = {"name": "Jacob Marley", "type": "person", "description": "Scrooge's late partner, in chains."}
+    budgets = Budgets(1000, 1000, 5000)
+    line_tokens.cache_clear()
+    first = build_context([entity], [], [], budgets)
+    again = build_context([dict(entity)], [], [], budgets)
+    assert line_tokens.cache_info().hits == 1 and again.text == first.text
+    changed = {**entity, "description": "Scrooge's late partner, who walks the earth in chains he forged in life."}
+    assert line_tokens(entity_line(changed), "cl100k_base") == count_tokens("\n" + entity_line(changed))
+    assert build_context([changed], [], [], budgets).text != first.text
+    assert (line_tokens.cache_info().misses, line_tokens.cache_info().hits) == (2, 2)  # the rebuild found the changed line

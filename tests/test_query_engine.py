@@ -199,3 +199,56 @@ def test_a_keyword_text_equal_to_the_question_is_embedded_once():
     question = "Who is Tiny Tim?"
     retrieve(engine, question, mode="mix", ll_keywords=["Tiny Tim"], hl_keywords=[question])
     assert recording.calls == [[question, "Tiny Tim"]]
+
+
+class RecordingVectors:
+    """A vector index that records the id lookups (``get``) it answers."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.gets: list[tuple[str, list[str]]] = []
+
+    async def search(self, kind, vectors, top_k, output_fields):
+        return await self.inner.search(kind, vectors, top_k, output_fields)
+
+    async def get(self, kind, ids, output_fields):
+        self.gets.append((kind, list(ids)))
+        return await self.inner.get(kind, ids, output_fields)
+
+
+def test_passages_found_by_vector_search_need_no_lookup_by_id():
+    engine, _ = _engine()
+    plain, _, _ = retrieve(engine, "Who is Tiny Tim?", mode="mix")
+    engine.vectors = recording = RecordingVectors(engine.vectors)
+    naive, _, _ = retrieve(engine, "Who is Tiny Tim?", mode="naive")
+    assert naive.chunks and recording.gets == []  # the search hits carry the passages
+    assert all("score" not in chunk and chunk["text"] for chunk in naive.chunks)
+    mix, _, _ = retrieve(engine, "Who is Tiny Tim?", mode="mix")
+    vector_ids = {c["chunk_id"] for c in naive.chunks}
+    looked_up = [i for kind, ids in recording.gets if kind == "chunks" for i in ids]
+    assert not vector_ids & set(looked_up)  # only graph passages the search did not return
+    assert mix.to_dict() == plain.to_dict()
+
+
+class RecordingGraph:
+    """A graph lookup that records the entity keys each ``fetch`` asks for."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.fetched: list[list[str]] = []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def fetch(self, keys, pairs):
+        self.fetched.append(list(keys))
+        return await self.inner.fetch(keys, pairs)
+
+
+def test_global_mode_fetches_only_the_end_entities_it_keeps():
+    engine, graph = _engine()
+    full, _, _ = retrieve(engine, "Who is Tiny Tim?", mode="global", hl_keywords=["family"], top_k=40)
+    engine.graph = recording = RecordingGraph(graph)
+    cut, _, _ = retrieve(engine, "Who is Tiny Tim?", mode="global", hl_keywords=["family"], top_k=3)
+    assert [len(keys) for keys in recording.fetched] == [3]
+    assert [e["key"] for e in cut.entities] == [e["key"] for e in full.entities][:3]

@@ -10,6 +10,7 @@ budget, so budgets hold for the text as the LLM counts it.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from lightrag_ray.core.tokenizer import count_tokens
@@ -72,6 +73,17 @@ def reference_line(number: int, chunk: dict[str, Any]) -> str:
 JOIN_EXCESS = 1
 
 
+# Entity and relation lines recur across queries (popular items, one question in several
+# modes); their counts are cached by content, so a changed description is counted afresh.
+LINE_CACHE_SIZE = 8192
+
+
+@lru_cache(maxsize=LINE_CACHE_SIZE)
+def line_tokens(line: str, encoding: str) -> int:
+    """Tokens ``line`` adds after a line break."""
+    return count_tokens("\n" + line, encoding)
+
+
 def _fit(header: str, items: list[Any], render, budget: int, encoding: str) -> tuple[list[Any], str, int]:
     """The longest prefix of ``items`` whose rendered section stays within ``budget`` tokens,
     the section's text and a bound on its tokens (at most ``budget``).
@@ -83,7 +95,7 @@ def _fit(header: str, items: list[Any], render, budget: int, encoding: str) -> t
     used = count_tokens(header, encoding)
     for item in items:
         line = render(item)
-        cost = count_tokens("\n" + line, encoding)
+        cost = line_tokens(line, encoding)
         if used + cost > budget:
             break
         kept.append(item)

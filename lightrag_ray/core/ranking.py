@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter
+from itertools import chain
 from typing import Any, Callable, Iterable
 
 RRF_K = 60
@@ -43,22 +44,29 @@ def rank_local_relations(relations: list[dict[str, Any]], entity_keys: list[str]
 
 
 def graph_chunk_ranking(entities: list[dict[str, Any]], relations: list[dict[str, Any]]) -> list[str]:
-    """Source chunks of ranked graph items: those of the best-ranked item first, then by citations."""
-    best: dict[str, int] = {}
-    citations: dict[str, int] = defaultdict(int)
-    for rank, item in enumerate(interleave(entities, relations)):
-        for chunk in item.get("source_ids", []):
-            best.setdefault(chunk, rank)
-            citations[chunk] += 1
-    return sorted(best, key=lambda c: (best[c], -citations[c]))
+    """Source chunks of ranked graph items: those of the best-ranked item first, then by citations.
+
+    (A hub's items cite thousands of chunks, so the work is left to C-level dict and sort
+    calls: first-seen order groups the chunks by their best item; each group is sorted by
+    citations, stable.)"""
+    cited = [item.get("source_ids", []) for item in interleave(entities, relations)]
+    citations = Counter(chain.from_iterable(cited))
+    seen: dict[str, None] = {}
+    ends = []
+    for ids in cited:
+        seen.update(dict.fromkeys(ids))
+        ends.append(len(seen))
+    order = list(seen)
+    ranked: list[str] = []
+    for start, end in zip([0, *ends], ends):
+        ranked += sorted(order[start:end], key=citations.__getitem__, reverse=True)  # stable under reverse
+    return ranked
 
 
 def fuse(ranked_lists: Iterable[tuple[list[str], float]], k: int = RRF_K) -> list[str]:
-    """Weighted reciprocal-rank fusion of ranked id lists."""
-    score: dict[str, float] = defaultdict(float)
-    order: dict[str, int] = {}
+    """Weighted reciprocal-rank fusion of ranked id lists (ties: first seen first)."""
+    score: dict[str, float] = {}
     for ids, weight in ranked_lists:
         for rank, item in enumerate(ids):
-            score[item] += weight / (k + rank)
-            order.setdefault(item, len(order))
-    return sorted(score, key=lambda i: (-score[i], order[i]))
+            score[item] = score.get(item, 0.0) + weight / (k + rank)
+    return sorted(score, key=score.__getitem__, reverse=True)  # stable under reverse

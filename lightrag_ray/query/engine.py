@@ -37,6 +37,8 @@ SEARCH_TEXTS: dict[str, tuple[str, ...]] = {
     "mix": ("question", "low", "high"), "walk": ("question", "names"), "bypass": (),
 }
 CHUNK_FIELDS = ["id", "text", "file_path", "doc_id", "order", "text_tokens"]  # text_tokens: absent in older indexes
+# What each collection's search returns: passages come whole, so the hits need no lookup.
+SEARCH_FIELDS = {"entities": ["id", "key"], "relations": ["id", "source_key", "target_key"], "chunks": CHUNK_FIELDS}
 
 
 class QueryParam(BaseModel):
@@ -108,7 +110,7 @@ class QueryEngine:
 
     # ---- retrieval ------------------------------------------------------------------
     async def _search(self, kind: str, vector: Any, top_k: int) -> list[dict[str, Any]]:
-        fields = ["id", "key"] if kind == "entities" else ["id", "source_key", "target_key"] if kind == "relations" else ["id"]
+        fields = SEARCH_FIELDS[kind]
         hits = await self.vectors.search(kind, np.asarray([vector], dtype=np.float32), top_k, fields)
         return hits[0]
 
@@ -135,13 +137,18 @@ class QueryEngine:
         if not hits:
             return [], []
         pairs = [(hit["source_key"], hit["target_key"]) for hit in hits]
-        found = await self.graph.fetch([key for pair in pairs for key in pair], pairs)
-        return found["entities"][:top_k], found["relations"]
+        ends = list(dict.fromkeys(key for pair in pairs for key in pair))[:top_k]  # only the end entities kept
+        found = await self.graph.fetch(ends, pairs)
+        return found["entities"], found["relations"]
 
-    async def _chunks(self, ids: list[str]) -> list[dict[str, Any]]:
-        rows = await self.vectors.get("chunks", ids, CHUNK_FIELDS)
-        by_id = {row["id"]: {**row, "chunk_id": row["id"]} for row in rows}
-        return [by_id[i] for i in ids if i in by_id]
+    async def _chunks(self, ids: list[str], known: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The passages ``ids`` in order: ``known`` rows (from the chunk search) and the others
+        looked up by id."""
+        by_id = {row["id"]: {k: v for k, v in row.items() if k != "score"} for row in known}
+        missing = [i for i in ids if i not in by_id]
+        if missing:
+            by_id.update((row["id"], row) for row in await self.vectors.get("chunks", missing, CHUNK_FIELDS))
+        return [{**by_id[i], "chunk_id": i} for i in ids if i in by_id]
 
     async def search_vectors(self, question: str, param: QueryParam) -> tuple[Keywords, int, SearchVectors]:
         """Keywords, LLM calls made and the search vectors ``param.mode`` uses: the question
@@ -166,7 +173,7 @@ class QueryEngine:
         keywords, calls, vectors = await self.search_vectors(question, param)
         q_vec, ll_vec, hl_vec = vectors.question, vectors.low, vectors.high
         entities, relations = [], []
-        vector_ids: list[str] = []
+        vector_hits: list[dict[str, Any]] = []
         tasks = []
         if param.mode not in ("naive", "walk"):
             tasks.append(self._graph_items(param.mode, ll_vec, hl_vec, param.top_k))
@@ -176,7 +183,8 @@ class QueryEngine:
         if param.mode not in ("naive", "walk"):
             entities, relations = results[0]
         if param.mode in ("naive", "mix"):
-            vector_ids = [hit["id"] for hit in results[-1]]
+            vector_hits = results[-1]
+        vector_ids = [hit["id"] for hit in vector_hits]
         graph_ids = graph_chunk_ranking(entities, relations)
         if param.mode == "naive":
             chunk_ids = vector_ids
@@ -186,7 +194,7 @@ class QueryEngine:
             chunk_ids = fuse([(vector_ids, 1.0), (graph_ids, 1.0)])
         else:
             chunk_ids = graph_ids
-        chunks = await self._chunks(chunk_ids[: param.chunk_top_k])
+        chunks = await self._chunks(chunk_ids[: param.chunk_top_k], vector_hits)
         reserved = self._reserved_tokens(question, param)
         budgets = Budgets(param.max_entity_tokens, param.max_relation_tokens, param.max_total_tokens)
         context = build_context(entities, relations, chunks, budgets, reserved_tokens=reserved,
