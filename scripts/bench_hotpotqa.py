@@ -1,8 +1,10 @@
-"""Retrieval quality on HotpotQA in fast mode (no LLM): do the gold passages reach the context?
+"""Retrieval quality on HotpotQA: do the gold passages reach the context?
 
 Indexes the passages of ``hotpotqa_train_corpus.json`` (title -> sentences; one document
-per title, so a chunk's ``file_path`` ends in ``#Title``) with ``extraction.mode fast`` and
-``llm.backend none``, asks the questions of ``hotpotqa_train.json`` and, per query mode,
+per title, so a chunk's ``file_path`` ends in ``#Title``) with ``--extraction fast``
+(``extraction.mode fast``, no LLM) or ``--extraction llm`` (LLM extraction against the
+simulated LLM of ``tests/scripted_llm.py`` at zero latency: the graph an LLM-built index
+has, with the simulator's records), asks the questions of ``hotpotqa_train.json`` and, per query mode,
 takes the first ``--top`` chunks of the context in rank order. Gold passages are the
 distinct titles of a question's ``supporting_facts``. Reported per mode: all-gold@k (share
 of questions whose gold passages are ALL among the first k chunks, fast-graphrag's
@@ -43,6 +45,9 @@ from lightrag_ray.index.pipeline import index_paths  # noqa: E402
 from lightrag_ray.query.engine import QueryParam  # noqa: E402
 from lightrag_ray.query.session import LocalSession  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the simulated LLM lives in tests/
+from tests.scripted_llm import ScriptedLLM  # noqa: E402
+
 DATA = Path("/work/shared/data/hotpotqa")
 MODES = ("naive", "local", "global", "hybrid", "mix", "walk")
 
@@ -82,6 +87,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--passages", type=int, default=None, help="default: all 994")
     parser.add_argument("--top", type=int, default=8)
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES, help="query modes (all)")
+    parser.add_argument("--extraction", choices=("fast", "llm"), default="fast",
+                        help="fast: no LLM (default); llm: LLM extraction against the simulated LLM (tests/scripted_llm.py)")
     parser.add_argument("--json-out", default=None)
     args = parser.parse_args(argv)
 
@@ -89,12 +96,15 @@ def main(argv: list[str] | None = None) -> None:
     corpus = json.loads((DATA / "hotpotqa_train_corpus.json").read_text(encoding="utf-8"))
     passages = select(corpus, questions, args.passages)
     payload = json.dumps({t: [passages[t]] for t in passages}, ensure_ascii=False, sort_keys=True)
-    root = Path(args.workspace) / f"passages-{len(passages)}-{hashlib.sha1(payload.encode()).hexdigest()[:8]}"
+    digest = hashlib.sha1(payload.encode()).hexdigest()[:8]
+    root = Path(args.workspace) / f"passages-{len(passages)}-{digest}{'' if args.extraction == 'fast' else '-llm'}"
     source = root / "input" / "hotpotqa_corpus.json"  # reruns reuse root/index (incremental: nothing new)
     source.parent.mkdir(parents=True, exist_ok=True)
     source.write_text(payload, encoding="utf-8")
-    settings = load_settings(overrides={"workspace": str(root / "index"), "llm": {"backend": "none"},
-                                        "extraction": {"mode": "fast"}})
+    sim = ScriptedLLM(latency_s=0.0).start() if args.extraction == "llm" else None
+    llm = {"backend": "openai", "base_url": sim.url, "model": "sim"} if sim else {"backend": "none"}
+    settings = load_settings(overrides={"workspace": str(root / "index"), "llm": llm,
+                                        "extraction": {"mode": args.extraction}})
     # Passages over one chunk are handled: one counts as found when any of its chunks is in the first `top`.
     long = sum(count_tokens(text) > settings.chunking.chunk_tokens for text in passages.values())
 
@@ -104,6 +114,9 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     report = index_paths([str(source)], settings, progress=None)
     index_s = time.perf_counter() - started
+    if sim:
+        sim.stop()
+    settings = settings.model_copy(update={"llm": settings.llm.model_copy(update={"backend": "none"})})  # context only
     print(f"indexed {len(passages)} passages in {index_s:.1f} s: {report.docs_new} new, {report.docs_skipped} "
           f"reused, {report.entities} entities, {report.relations} relations; {long} passages over one chunk",
           file=sys.stderr)
@@ -141,11 +154,12 @@ def main(argv: list[str] | None = None) -> None:
     lines += [f"| {r['mode']} | {r['all_gold']:.3f} | {r['recall']:.3f} | {r['mrr']:.3f} | {r['p50_ms']:.1f} |" for r in rows]
     command = " ".join(shlex.quote(a) for a in ["python", "scripts/bench_hotpotqa.py", *sys.argv[1:]])
     print("\n".join(lines))
-    print(f"\n{len(questions)} questions, {len(passages)} passages; index {index_s:.1f} s, "
+    print(f"\n{len(questions)} questions, {len(passages)} passages, {args.extraction} extraction; index {index_s:.1f} s, "
           f"queries {query_s:.1f} s\ncommand: {command}")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({
             "command": command, "questions": len(questions), "passages": len(passages), "top": k,
+            "extraction": args.extraction,
             "index_seconds": round(index_s, 1), "query_seconds": round(query_s, 1), "rows": rows,
         }, indent=2), encoding="utf-8")
 

@@ -62,6 +62,18 @@ def test_walk_and_the_default_mode_find_both_gold_passages_of_multi_hop_question
     assert rows["walk"]["all_gold"] > rows["vector search"]["all_gold"], rows  # the walk reaches bridge passages
 
 
+@pytest.mark.skipif(not (DATA / "hotpotqa_train.json").exists(), reason="HotpotQA data not available")
+@pytest.mark.timeout(300)
+def test_bench_hotpotqa_measures_the_llm_built_graph_of_the_simulated_llm(tmp_path):
+    done, table = run_bench_hotpotqa(tmp_path, ["--questions", "3", "--passages", "24", "--extraction", "llm",
+                                                "--modes", "local", "walk"], timeout=280)
+    assert table["extraction"] == "llm" and "llm extraction" in done.stdout
+    assert list((tmp_path / "ws").glob("passages-24-*-llm/index")), "the LLM-built index has its own workspace"
+    rows = {r["mode"]: r for r in table["rows"]}
+    assert list(rows) == ["vector search", "local", "walk"]
+    assert rows["local"]["recall"] > 0 and rows["walk"]["recall"] > 0  # the simulator's entities lead to gold passages
+
+
 @pytest.mark.timeout(420)
 def test_bench_serve_prints_latency_rows_for_each_client_count(tmp_path):
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "RAY_ADDRESS": "local"}  # own cluster
