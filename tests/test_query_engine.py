@@ -252,33 +252,3 @@ def test_global_mode_fetches_only_the_end_entities_it_keeps():
     cut, _, _ = retrieve(engine, "Who is Tiny Tim?", mode="global", hl_keywords=["family"], top_k=3)
     assert [len(keys) for keys in recording.fetched] == [3]
     assert [e["key"] for e in cut.entities] == [e["key"] for e in full.entities][:3]
-
-
-class ShuffledANN:
-    """An ANN-like index: the exact best ``top_k`` hits, in a scrambled order (as when an
-    index visits near-ties in its own order and cuts among them)."""
-
-    def __init__(self, inner, seed: int) -> None:
-        self.inner = inner
-        self.rng = __import__("random").Random(seed)
-        self.asked: list[tuple[str, int]] = []
-
-    async def search(self, kind, vectors, top_k, output_fields):
-        self.asked.append((kind, top_k))
-        found = await self.inner.search(kind, vectors, top_k, output_fields)
-        return [self.rng.sample(hits, len(hits)) for hits in found]
-
-    async def get(self, kind, ids, output_fields):
-        return await self.inner.get(kind, ids, output_fields)
-
-
-def test_entity_and_relation_searches_keep_the_best_by_score_whatever_order_the_index_returns():
-    engine, _ = _engine()
-    exact = engine.vectors
-    question = dict(mode="hybrid", ll_keywords=["Scrooge"], hl_keywords=["family"], top_k=3)
-    expected, _, _ = retrieve(engine, "Who is Scrooge?", **question)
-    for seed in range(5):
-        engine.vectors = shuffled = ShuffledANN(exact, seed)
-        found, _, _ = retrieve(engine, "Who is Scrooge?", **question)
-        assert sorted(shuffled.asked) == [("entities", 6), ("relations", 6)]  # twice top_k, then cut by score
-        assert found.to_dict() == expected.to_dict()

@@ -39,11 +39,6 @@ SEARCH_TEXTS: dict[str, tuple[str, ...]] = {
 CHUNK_FIELDS = ["id", "text", "file_path", "doc_id", "order", "text_tokens"]  # text_tokens: absent in older indexes
 # What each collection's search returns: passages come whole, so the hits need no lookup.
 SEARCH_FIELDS = {"entities": ["id", "key"], "relations": ["id", "source_key", "target_key"], "chunks": CHUNK_FIELDS}
-# Entity and relation searches ask an ANN index for this many times top_k and keep the top_k
-# best by exact score: near-ties at the cut are then settled by score (then id), not by
-# which neighbours the index happened to visit, so a Milvus server and Milvus Lite return
-# the same items (docs/benchmarks.md, read path at 200k).
-OVERFETCH = {"entities": 2, "relations": 2, "chunks": 1}
 
 
 class QueryParam(BaseModel):
@@ -115,10 +110,9 @@ class QueryEngine:
 
     # ---- retrieval ------------------------------------------------------------------
     async def _search(self, kind: str, vector: Any, top_k: int) -> list[dict[str, Any]]:
-        """The ``top_k`` best hits of one search, by score, ties by id (see OVERFETCH)."""
-        hits = await self.vectors.search(kind, np.asarray([vector], dtype=np.float32), top_k * OVERFETCH[kind],
-                                         SEARCH_FIELDS[kind])
-        return sorted(hits[0], key=lambda hit: (-hit["score"], hit["id"]))[:top_k]
+        fields = SEARCH_FIELDS[kind]
+        hits = await self.vectors.search(kind, np.asarray([vector], dtype=np.float32), top_k, fields)
+        return hits[0]
 
     async def _graph_items(self, mode: str, ll_vector: Any, hl_vector: Any, top_k: int) -> tuple[list, list]:
         want_local, want_global = mode in ("local", "hybrid", "mix"), mode in ("global", "hybrid", "mix")
