@@ -99,7 +99,8 @@ def test_bench_scale_prints_tables_with_consistent_counts(tmp_path):
         assert stages["naive"] == {"embed", "search chunks"}  # the search hits carry the passages
         assert stages["local"] == {"embed", "search entities", "graph neighborhood", "get chunks"}
         assert stages["global"] == {"embed", "search relations", "graph fetch", "get chunks"}
-        assert stages["mix"] == stages["local"] | stages["global"] | stages["naive"]
+        # mix looks up by id only the graph passages its chunk search missed (often none here)
+        assert stages["mix"] - {"get chunks"} == (stages["local"] | stages["global"] | stages["naive"]) - {"get chunks"}
         assert stages["walk"] == {"embed", "search chunks", "search entities", "graph passage entities", "get chunks"}
     assert "| mode | p50 ms | embed |" in done.stdout
     assert {store: m["session_open_s"] > 0 for store, m in result["graph"]["milvus"].items()} == {"lite": True, "server": True}
