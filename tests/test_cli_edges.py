@@ -170,12 +170,12 @@ def test_stage_progress_reports_at_a_bounded_rate():
 def test_input_listing_skips_the_workspace_and_lists_other_types(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.txt").write_text("a")
-    (tmp_path / "docs" / "b.PDF").write_text("b")
+    (tmp_path / "docs" / "b.PNG").write_text("b")  # a type no converter reads
     (tmp_path / "docs" / "ws" / "docs").mkdir(parents=True)
     (tmp_path / "docs" / "ws" / "manifest.json").write_text("{}")
     found = list_input_files([str(tmp_path / "docs")], exclude=str(tmp_path / "docs" / "ws"))
     assert found.files == [str(tmp_path / "docs" / "a.txt")]
-    assert [e["file_path"] for e in found.errors] == [str(tmp_path / "docs" / "b.PDF")]
+    assert [e["file_path"] for e in found.errors] == [str(tmp_path / "docs" / "b.PNG")]
     # asked for explicitly, a folder inside the workspace is read (the server's inbox)
     inside = list_input_files([str(tmp_path / "docs" / "ws")], exclude=str(tmp_path / "docs" / "ws"))
     assert inside.files == [str(tmp_path / "docs" / "ws" / "manifest.json")]
