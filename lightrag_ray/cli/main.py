@@ -135,6 +135,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8000, help="HTTP port (8000)")
     serve.add_argument("--api-key", help="require this key (X-API-Key or Bearer) on every route but /health; "
                        "default $LIGHTRAG_RAY_API_KEY")
+    serve.add_argument("--cors-origins", default="*",
+                       help="comma-separated origins browsers may call the API from (LightRAG's CORS_ORIGINS; default *)")
 
     status = sub.add_parser("status", help="show what a workspace holds",
                             description="Documents by status, chunk/entity/relation counts, graph version.")
@@ -266,7 +268,8 @@ def _serve(args: argparse.Namespace) -> int:
     )
     from lightrag_ray.serve.app import API_KEY_ENV, AppArgs, app_settings
 
-    app_args = AppArgs(config=args.config, settings=_overrides(args), api_key=args.api_key)
+    origins = [origin.strip() for origin in args.cors_origins.split(",") if origin.strip()]
+    app_args = AppArgs(config=args.config, settings=_overrides(args), api_key=args.api_key, cors_origins=origins)
     settings = app_settings(app_args)
     check_backend(settings)
     check_workspace_free(settings)

@@ -2,27 +2,50 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from lightrag_ray.core.context import QueryContext
 from lightrag_ray.query.engine import DEFAULT_MODE, Mode, QueryParam
 
 CHAT_MODEL_PREFIX = "lightrag-"
+OLLAMA_MODEL = "lightrag:latest"  # the one model of the Ollama API (LightRAG Server's name)
 MODES: tuple[str, ...] = ("mix", "local", "global", "hybrid", "naive", "walk", "bypass")
+LOG = logging.getLogger("ray.serve")
+_IGNORED: set[tuple[str, str]] = set()  # (body, field) already logged
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class LightRAGBody(BaseModel):
+    """A body LightRAG's clients send: an explicit null means the field's default, and
+    unknown fields (other LightRAG versions) are ignored, each name logged once."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_nulls(cls, data: Any) -> Any:
+        """Nulls out (their defaults apply); unknown names logged the first time they come."""
+        if not isinstance(data, dict):
+            return data
+        for name in sorted(data.keys() - cls.model_fields.keys()):
+            if (cls.__name__, name) not in _IGNORED:
+                _IGNORED.add((cls.__name__, name))
+                LOG.info("%s: ignoring the unknown field %r", cls.__name__, name)
+        return {key: value for key, value in data.items() if value is not None}
 
 
-class Turn(_Strict):
-    role: Literal["system", "user", "assistant"]
+class Turn(LightRAGBody):
+    """One message of ``conversation_history``; only user and assistant turns reach the answer prompt."""
+
+    role: str = Field(..., min_length=1)
     content: str
 
 
-class QueryRequest(_Strict):
-    """``POST /query``, ``/query/stream`` and ``/query/data``."""
+class QueryRequest(LightRAGBody):
+    """``POST /query``, ``/query/stream`` and ``/query/data``: every field of LightRAG
+    1.5's QueryRequest (same defaults, except ``mode`` and ``response_type``)."""
 
     query: str = Field(..., min_length=1, description="The question.")
     mode: Mode = DEFAULT_MODE
@@ -31,37 +54,59 @@ class QueryRequest(_Strict):
     max_entity_tokens: int = Field(6000, gt=0)
     max_relation_tokens: int = Field(8000, gt=0)
     max_total_tokens: int = Field(30000, gt=0)
-    hl_keywords: list[str] | None = None
-    ll_keywords: list[str] | None = None
+    hl_keywords: list[str] | None = Field(None, description="Themes to search by; none or [] in both lists: the LLM extracts them.")
+    ll_keywords: list[str] | None = Field(None, description="Names to search by; none or [] in both lists: the LLM extracts them.")
     conversation_history: list[Turn] = Field(default_factory=list)
     response_type: str = ""
+    user_prompt: str = Field("", description="Extra instructions for the answer (retrieval does not see them).")
     only_need_context: bool = Field(False, description="Return the context text instead of an answer.")
+    only_need_prompt: bool = Field(False, description="Return the answer prompt instead of an answer.")
     include_references: bool = True
+    include_chunk_content: bool = Field(False, description="Give each reference its passage texts as `content`.")
+    stream: bool | None = Field(None, description="/query/stream: false sends the whole answer as one line; /query ignores it.")
+    enable_rerank: bool = Field(True, description="Accepted; there is no reranker, passages keep their retrieval order.")
+    disable_user_prompt_prefix: bool = Field(False, description="Accepted; there is no server-side prompt prefix.")
+    include_progress: bool = Field(False, description="Accepted; /query/stream sends no progress lines.")
 
     def param(self) -> QueryParam:
-        """The engine's parameters for this request."""
+        """The engine's parameters for this request (empty keyword lists: none given)."""
         return QueryParam(
             mode=self.mode, top_k=self.top_k, chunk_top_k=self.chunk_top_k,
             max_entity_tokens=self.max_entity_tokens, max_relation_tokens=self.max_relation_tokens,
-            max_total_tokens=self.max_total_tokens, hl_keywords=self.hl_keywords, ll_keywords=self.ll_keywords,
-            history=[t.model_dump() for t in self.conversation_history if t.role != "system"],
-            response_type=self.response_type,
+            max_total_tokens=self.max_total_tokens, hl_keywords=self.hl_keywords or None,
+            ll_keywords=self.ll_keywords or None,
+            history=[{"role": t.role, "content": t.content} for t in self.conversation_history
+                     if t.role in ("user", "assistant")],
+            response_type=self.response_type, instructions=self.user_prompt,
         )
 
+    def answer_references(self, context: QueryContext) -> list[dict[str, Any]] | None:
+        """The references an answer carries: None unless asked for, with passages if asked for."""
+        if not self.include_references:
+            return None
+        return references(context.references, context.chunks if self.include_chunk_content else None)
 
-def references(context_refs: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """LightRAG's reference list: number as a string, and the file (plus chunk id)."""
-    return [{"reference_id": str(r["ref"]), "file_path": r["file_path"], "chunk_id": r["chunk_id"]} for r in context_refs]
+
+def references(context_refs: list[dict[str, Any]], passages: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """LightRAG's reference list: number as a string, and the file (plus chunk id); given the
+    context's ``passages``, each reference also gets its passage texts as ``content``."""
+    refs = [{"reference_id": str(r["ref"]), "file_path": r["file_path"], "chunk_id": r["chunk_id"]} for r in context_refs]
+    if passages is not None:
+        texts: dict[str, list[str]] = {}
+        for passage in passages:
+            texts.setdefault(str(passage["ref"]), []).append(passage["text"])
+        refs = [{**ref, "content": texts.get(ref["reference_id"], [])} for ref in refs]
+    return refs
 
 
-class InsertTextRequest(_Strict):
+class InsertTextRequest(LightRAGBody):
     """``POST /documents/text``."""
 
     text: str = Field(..., min_length=1)
     file_source: str = Field("", description="Name shown in references (e.g. the original file name).")
 
 
-class InsertTextsRequest(_Strict):
+class InsertTextsRequest(LightRAGBody):
     """``POST /documents/texts``."""
 
     texts: list[str] = Field(..., min_length=1)
@@ -75,10 +120,38 @@ class InsertResponse(BaseModel):
     doc_ids: list[str]
 
 
-class DeleteDocRequest(_Strict):
+DocStatusName = Literal["pending", "parsing", "analyzing", "processing", "preprocessed", "processed", "failed"]
+
+
+class DocumentsRequest(LightRAGBody):
+    """``POST /documents/paginated`` (LightRAG's body)."""
+
+    status_filter: DocStatusName | None = Field(None, description="One status to list; status_filters wins.")
+    status_filters: list[DocStatusName] | None = Field(None, description="The statuses to list (none: all).")
+    page: int = Field(1, ge=1)
+    page_size: int = Field(50, ge=10, le=200)
+    sort_field: Literal["created_at", "updated_at", "id", "file_path"] = "updated_at"
+    sort_direction: Literal["asc", "desc"] = "desc"
+
+    def statuses(self) -> set[str] | None:
+        """The statuses asked for, None for all."""
+        if self.status_filters:
+            return set(self.status_filters)
+        return {self.status_filter} if self.status_filter else None
+
+
+class DeleteDocRequest(LightRAGBody):
     """``DELETE /documents/delete_document``."""
 
     doc_ids: list[str] = Field(..., min_length=1)
+    delete_file: bool = Field(False, description="Not supported: the uploaded copy stays in the workspace's inbox/.")
+    delete_llm_cache: bool = Field(False, description="Not supported: cached extractions stay (a re-insert reuses them).")
+
+    def unsupported(self) -> str:
+        """What of the request is not done, for the response message ("" when nothing)."""
+        kept = [what for asked, what in ((self.delete_file, "the uploaded file (delete_file)"),
+                                         (self.delete_llm_cache, "the cached LLM extractions (delete_llm_cache)")) if asked]
+        return f"; not supported, kept: {' and '.join(kept)}" if kept else ""
 
 
 def chat_mode(model: str) -> str | None:
@@ -128,15 +201,12 @@ class ChatPrompt(NamedTuple):
     instructions: str
 
 
-class ChatCompletionRequest(BaseModel):
-    """``POST /v1/chat/completions``; other OpenAI fields are accepted and ignored."""
+class ChatRequest(BaseModel):
+    """A chat whose last user message is the question; other fields are accepted and ignored."""
 
     model_config = ConfigDict(extra="allow")
 
-    model: str = f"{CHAT_MODEL_PREFIX}{DEFAULT_MODE}"
     messages: list[ChatMessage] = Field(..., min_length=1)
-    stream: bool = False
-    stream_options: StreamOptions | None = None
 
     def prompt(self) -> ChatPrompt:
         """The last user message (the question), the user/assistant turns before it and the
@@ -152,3 +222,31 @@ class ChatCompletionRequest(BaseModel):
                    if m.role in ("user", "assistant") and m.text()]
         instructions = "\n\n".join(m.text() for m in self.messages if m.role in ("system", "developer") and m.text())
         return ChatPrompt(question, history, instructions)
+
+
+class ChatCompletionRequest(ChatRequest):
+    """``POST /v1/chat/completions``; other OpenAI fields are accepted and ignored."""
+
+    model: str = f"{CHAT_MODEL_PREFIX}{DEFAULT_MODE}"
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+
+
+class OllamaChatRequest(ChatRequest):
+    """Ollama's ``POST /api/chat``; ``images``, ``options``, ``format``, ``keep_alive``, ``tools``
+    and other Ollama fields are accepted and ignored."""
+
+    model: str = OLLAMA_MODEL
+    stream: bool = True
+    system: str = Field("", description="Instructions for the answer, as system messages are (LightRAG Server's field).")
+
+
+class OllamaGenerateRequest(BaseModel):
+    """Ollama's ``POST /api/generate``; other Ollama fields are accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = OLLAMA_MODEL
+    prompt: str = Field(..., min_length=1)
+    system: str = ""
+    stream: bool = True

@@ -1,5 +1,5 @@
-"""The Ray Serve application: LightRAG Server's REST routes plus an OpenAI-compatible chat API
-(its routes and error shape in openai_routes / openai_errors).
+"""The Ray Serve application: LightRAG Server's REST routes plus OpenAI- and Ollama-compatible chat
+APIs (their routes and error shapes in openai_routes / openai_errors and ollama_routes).
 
 ``build_app`` is the typed builder that ``serve_config.yaml`` (and ``lightrag-ray serve``)
 points at. The FastAPI ingress runs the QueryEngine (autoscaled): it reads the graph
@@ -48,6 +48,10 @@ from lightrag_ray.serve.deployments import (
     llm_failure,
 )
 from lightrag_ray.serve.http_guard import RequestGuard, has_key
+from lightrag_ray.serve.lightrag_routes import DEFAULT_CORS_ORIGINS, LightRAGRoutes
+from lightrag_ray.serve.lightrag_routes import install as install_lightrag_routes
+from lightrag_ray.serve.ollama_routes import OllamaRoutes, ollama_error_body
+from lightrag_ray.serve.ollama_routes import install as install_ollama_routes
 from lightrag_ray.serve.openai_errors import error_body, error_response
 from lightrag_ray.serve.openai_routes import OpenAIRoutes
 from lightrag_ray.serve.openai_routes import install as install_openai_routes
@@ -57,14 +61,14 @@ from lightrag_ray.storage.vectors import is_server_uri, open_store
 from lightrag_ray.storage.workspace import Workspace
 
 API_KEY_ENV = "LIGHTRAG_RAY_API_KEY"
-_GUARD = {"api_key": None, "max_body_bytes": 50 * 1024 * 1024}
+_GUARD = {"api_key": None, "max_body_bytes": 50 * 1024 * 1024, "cors_origins": list(DEFAULT_CORS_ORIGINS)}
 
 api = FastAPI(
     title="lightrag-ray",
     description="Graph-based RAG on Ray: LightRAG Server routes and an OpenAI-compatible chat API.",
 )
 api.add_middleware(RequestGuard, settings=lambda: (_GUARD["api_key"], _GUARD["max_body_bytes"]),
-                   error_body=error_body)  # OpenAI's error shape on /v1
+                   error_body=ollama_error_body(error_body))  # OpenAI's error shape on /v1, Ollama's on /api
 install_openai_routes(api)
 
 
@@ -76,6 +80,10 @@ async def _llm_failed(request: Request, exc: LLMError) -> JSONResponse:
 @api.exception_handler(GraphUnavailableError)
 async def _graph_unavailable(request: Request, exc: GraphUnavailableError) -> JSONResponse:
     return error_response(request, 503, f"the knowledge graph is unavailable: {exc}", headers={"Retry-After": "1"})
+
+
+install_ollama_routes(api)  # after the handlers above: on /api their errors take Ollama's shape
+install_lightrag_routes(api, lambda: _GUARD)  # the WebUI's routes; its CORS wraps every other middleware
 
 
 def _insert_response(job: dict[str, Any]) -> InsertResponse:
@@ -93,12 +101,12 @@ def _insert_response(job: dict[str, Any]) -> InsertResponse:
     max_ongoing_requests=64,
 )
 @serve.ingress(api)
-class Ingress(OpenAIRoutes):
+class Ingress(OpenAIRoutes, OllamaRoutes, LightRAGRoutes):
     """HTTP front door; stateless, so it scales out."""
 
     def __init__(self, settings: dict[str, Any], embedder: Any, llm: Any, workspace: Any,
-                 api_key: str | None, max_body_bytes: int) -> None:
-        _GUARD.update(api_key=api_key, max_body_bytes=max_body_bytes)
+                 api_key: str | None, max_body_bytes: int, cors_origins: tuple[str, ...] = DEFAULT_CORS_ORIGINS) -> None:
+        _GUARD.update(api_key=api_key, max_body_bytes=max_body_bytes, cors_origins=list(cors_origins))
         self.settings = Settings.model_validate(settings)
         self.workspace = workspace
         self.embedder = embedder
@@ -134,16 +142,19 @@ class Ingress(OpenAIRoutes):
         param = request.param()
         engine = await self._engine()
         context, _, _ = await engine.retrieve(request.query, param)
-        refs = references(context.references) if request.include_references else None
+        refs = request.answer_references(context)
         if request.only_need_context:
             return {"response": context.text, "references": refs}
+        messages = engine.answer_messages(request.query, context, param)
+        if request.only_need_prompt:
+            return {"response": "\n\n".join(m["content"] for m in messages), "references": refs}
         self._need_llm()
-        result = await self.llm.complete(engine.answer_messages(request.query, context, param))
-        return {"response": result, "references": refs}
+        return {"response": await self.llm.complete(messages), "references": refs}
 
     @api.post("/query/stream")
     async def query_stream(self, request: QueryRequest) -> StreamingResponse:
-        """The answer as newline-delimited JSON: references first, then response pieces."""
+        """The answer as newline-delimited JSON: references first, then response pieces (one
+        piece with ``stream: false``)."""
         self._need_llm()
         param = request.param()
         engine = await self._engine()
@@ -151,8 +162,12 @@ class Ingress(OpenAIRoutes):
 
         async def lines() -> AsyncIterator[str]:
             if request.include_references:
-                yield json.dumps({"references": references(context.references)}) + "\n"
+                yield json.dumps({"references": request.answer_references(context)}) + "\n"
             try:
+                if request.stream is False:
+                    answer = await self.llm.complete(engine.answer_messages(request.query, context, param))
+                    yield json.dumps({"response": answer}) + "\n"
+                    return
                 async for piece in engine.generate_stream(request.query, context, param):
                     yield json.dumps({"response": piece}) + "\n"
             except LLMError as exc:
@@ -253,7 +268,8 @@ class Ingress(OpenAIRoutes):
                                 headers={"Retry-After": "5"})
         if not result["deleted"]:
             raise HTTPException(404, f"none of these documents exist: {', '.join(result['not_found'])}")
-        return {"status": "deletion_completed", "message": f"deleted {len(result['deleted'])} documents",
+        return {"status": "deletion_completed",
+                "message": f"deleted {len(result['deleted'])} documents{request.unsupported()}",
                 "doc_id": ", ".join(result["deleted"]), **result}
 
     # ---- graph -----------------------------------------------------------------------
@@ -287,6 +303,9 @@ class AppArgs(BaseModel):
     settings: dict[str, Any] = Field(
         default_factory=dict, description="Settings, YAML-shaped; the config file and LIGHTRAG_RAY__* variables override them.")
     api_key: str | None = Field(None, description=f"Required key on every route but /health; default ${API_KEY_ENV}.")
+    cors_origins: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_CORS_ORIGINS),
+        description="Origins browsers may call the API from (LightRAG's CORS_ORIGINS; '*': any, without credentials).")
     max_body_mb: float = Field(50.0, gt=0, description="Largest request body accepted (413 above).")
     embed_max_batch_size: int = Field(64, gt=0, description="Texts embedded together by the embedder deployment.")
     embed_batch_wait_s: float = Field(0.01, ge=0, description="How long a batch waits to fill.")
@@ -325,4 +344,4 @@ def build_app(args: AppArgs) -> Application:
         ingress = ingress.options(num_replicas=args.ingress_replicas, autoscaling_config=None)
     if args.ingress_max_replicas_per_node is not None:
         ingress = ingress.options(max_replicas_per_node=args.ingress_max_replicas_per_node)
-    return ingress.bind(dumped, embedder, llm, workspace, api_key, int(args.max_body_mb * 1024 * 1024))
+    return ingress.bind(dumped, embedder, llm, workspace, api_key, int(args.max_body_mb * 1024 * 1024), tuple(args.cors_origins))

@@ -12,7 +12,8 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 ErrorBody = Callable[[str, int, str], dict[str, Any]]  # (path, status, message) -> JSON body
-OPEN_PATHS = frozenset({"/health", "/docs", "/redoc", "/openapi.json"})  # no key needed
+OPEN_PATHS = frozenset({"/health", "/docs", "/redoc", "/openapi.json",
+                        "/auth-status", "/login"})  # no key needed (the last two hand out a guest token only)
 
 
 def detail_body(_path: str, _status: int, message: str) -> dict[str, Any]:

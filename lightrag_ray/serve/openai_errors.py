@@ -64,7 +64,7 @@ async def _http_error(request: Request, exc: HTTPException) -> Response:
     return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
 
-def _validation_message(errors: list[dict[str, Any]]) -> tuple[str, str | None]:
+def validation_message(errors: list[dict[str, Any]]) -> tuple[str, str | None]:
     """A readable message for pydantic's errors, and the parameter of the first one."""
     described, params = [], []
     for error in errors:
@@ -79,7 +79,7 @@ async def _invalid_body(request: Request, exc: RequestValidationError) -> Respon
     if not is_openai_path(route_path(request.scope)):
         return await request_validation_exception_handler(request, exc)
     errors = list(exc.errors())
-    message, param = _validation_message(errors)
+    message, param = validation_message(errors)
     code = "missing_required_parameter" if errors and errors[0].get("type") == "missing" else None
     return JSONResponse(openai_error(400, message, param, code), status_code=400)
 

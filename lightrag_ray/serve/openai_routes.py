@@ -44,6 +44,11 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
             "total_tokens": prompt_tokens + completion_tokens}
 
 
+def message_tokens(messages: list[dict[str, str]], encoding: str) -> int:
+    """Tokens of the messages' contents (an LLM call's prompt)."""
+    return sum(count_tokens(m["content"], encoding) for m in messages)
+
+
 def _sse(payload: dict[str, Any]) -> str:
     return f"data: {json.dumps(payload)}\n\n"
 
@@ -106,7 +111,7 @@ class OpenAIRoutes:
         context, _, _ = await engine.retrieve(question, param)
         messages = engine.answer_messages(question, context, param)
         encoding = self.settings.chunking.encoding
-        prompt_tokens = sum(count_tokens(m["content"], encoding) for m in messages)
+        prompt_tokens = message_tokens(messages, encoding)
         base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": request.model}
         if request.stream:
             include_usage = bool(request.stream_options and request.stream_options.include_usage)
