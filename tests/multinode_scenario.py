@@ -112,7 +112,7 @@ def settings_for(workspace: str, llm: ScriptedLLM, milvus_uri: str, address: str
         "embedding": {"actors": 2, "num_cpus": 0.25},
         "graph": {"num_shards": 3},
         "vectors": {"uri": milvus_uri},
-        "ray": {"address": address},
+        "ray": {"address": address, "local_stages_max_mb": 0},  # Ray Data pools, even for this small corpus
     }
     for section, values in changes.items():
         base[section] = {**base.get(section, {}), **values}

@@ -102,6 +102,34 @@ def test_one_and_four_shards_give_the_same_graph(ray_cluster, llm, make_settings
     assert dump_graph(one) == dump_graph(four)
 
 
+def test_a_small_run_works_in_the_driver_and_builds_what_the_ray_data_pools_build(
+        ray_cluster, llm, make_settings, tmp_path):
+    corpus = tmp_path / "corpus"
+    _write(corpus, "a.txt", DOC_A)
+    _write(corpus, "b.txt", DOC_B)
+    driver = make_settings("driver")  # default: up to 4 MB in the driver
+    pools = make_settings("pools", ray={"local_stages_max_mb": 0})
+    reports = {}
+    for name, settings in (("driver", driver), ("pools", pools)):
+        llm.reset()
+        reports[name] = index_paths([str(corpus)], settings, progress=None)
+        reports[name].requests = llm.counts()
+    assert reports["driver"].stages == "driver" and reports["pools"].stages == "ray-data"
+    fields = ("docs_new", "chunks", "chunks_extracted", "llm_requests", "summaries", "vectors_upserted",
+              "entities", "relations", "requests")
+    assert [getattr(reports["driver"], f) for f in fields] == [getattr(reports["pools"], f) for f in fields]
+    assert reports["driver"].requests["extract"] == reports["driver"].chunks > 0
+    assert dump_graph(driver) == dump_graph(pools)
+    statuses = [{d: (r["status"], r["chunks"]) for d, r in doc_status.load(Workspace(s.workspace)).items()}
+                for s in (driver, pools)]
+    assert statuses[0] == statuses[1] and {s for s, _ in statuses[0].values()} == {doc_status.PROCESSED}
+    # past the limit, the same settings use the pools
+    over = make_settings("over", ray={"local_stages_max_mb": len(DOC_A.encode()) / 2**20})
+    assert index_paths([str(corpus)], over, progress=None).stages == "ray-data"
+    assert index_paths([str(corpus / "a.txt")], make_settings("under", ray={
+        "local_stages_max_mb": len(DOC_A.encode()) / 2**20}), progress=None).stages == "driver"
+
+
 def test_bad_files_get_clear_errors_and_the_rest_indexes(ray_cluster, llm, make_settings, tmp_path):
     corpus = tmp_path / "corpus"
     _write(corpus, "good.txt", DOC_A)

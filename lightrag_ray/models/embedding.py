@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 import httpx
@@ -33,7 +34,12 @@ def resolve_model_path(model: str) -> str:
 
 
 class SentenceTransformerEmbedder:
-    """A sentence-transformers model loaded once (offline for local paths)."""
+    """A sentence-transformers model loaded once (offline for local paths).
+
+    On CPU with several threads, each thread encodes whole batches of its own with one
+    torch thread: a small model's batches are too small for intra-op threads to pay (they
+    mostly wait on each other), while separate batches keep every core busy.
+    """
 
     def __init__(self, config: EmbeddingConfig, threads: int | None = None) -> None:
         from sentence_transformers import SentenceTransformer
@@ -41,20 +47,38 @@ class SentenceTransformerEmbedder:
         path = resolve_model_path(config.model)
         if os.path.isdir(path):
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        self.pool: ThreadPoolExecutor | None = None
+        self.threads = 1
         if config.device == "cpu":
             import torch
 
-            torch.set_num_threads(threads or config.cpu_threads or max(1, (os.cpu_count() or 1) // config.actors))
+            self.threads = threads or config.cpu_threads or max(1, (os.cpu_count() or 1) // config.actors)
+            torch.set_num_threads(1)
+            if self.threads > 1:
+                self.pool = ThreadPoolExecutor(self.threads, thread_name_prefix="embed")
         self.model = SentenceTransformer(path, device=config.device)
         self.batch_size = config.batch_size
         self.dim = int(self.model.get_embedding_dimension())
+        self._encode(["warm-up"])  # sets the tokenizer's padding state before threads share it
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def _encode(self, texts: list[str]) -> np.ndarray:
         vectors = self.model.encode(
-            list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+            texts, batch_size=self.batch_size, normalize_embeddings=True,
             convert_to_numpy=True, show_progress_bar=False,
         )
         return vectors.astype(np.float32, copy=False).reshape(len(texts), self.dim)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        texts = list(texts)
+        if self.pool is None or len(texts) < 2:
+            return self._encode(texts)
+        size = min(self.batch_size, -(-len(texts) // self.threads))  # every thread gets work
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # batches of similar length: little padding
+        parts = [order[start : start + size] for start in range(0, len(order), size)]
+        vectors = np.empty((len(texts), self.dim), dtype=np.float32)
+        for part, part_vectors in zip(parts, self.pool.map(lambda part: self._encode([texts[i] for i in part]), parts)):
+            vectors[part] = part_vectors
+        return vectors
 
 
 class OpenAIEmbedder:
