@@ -43,6 +43,7 @@ import json
 import math
 import os
 import random
+import re
 import shlex
 import shutil
 import subprocess
@@ -447,6 +448,27 @@ def ideal_seconds(row: dict[str, Any], latency: float, throughput: dict[str, flo
     return round(max(llm, embed), 1)
 
 
+# ---- stage profile ----------------------------------------------------------------------
+STAGE_LINE = re.compile(r"^\[\s*([0-9.]+) s\] (.*)$")
+DONE = re.compile(r"^(.+?): .*done in (?:(\d+)m)?(\d+)s\)$")
+
+
+def stage_profile(log: str) -> list[tuple[str, float, float]]:
+    """(stage, start s, end s) of a lightrag-ray child's progress lines: a stage that ends
+    with "done in Xs" spans the X seconds before that line; "reading" lasts until the
+    document count, other steps until the next line."""
+    events = [(float(m[1]), m[2]) for m in map(STAGE_LINE.match, log.splitlines()) if m]
+    stages: dict[str, tuple[float, float]] = {}
+    for index, (at, text) in enumerate(events):
+        done = DONE.match(text)
+        if done:
+            took = int(done[2] or 0) * 60 + int(done[3])
+            stages[done[1]] = (round(max(0.0, at - took), 1), at)
+        elif text.startswith(("reading", "summarising")) and index + 1 < len(events):
+            stages[text.split(" ")[0]] = (at, events[index + 1][0])
+    return sorted(((name, start, end) for name, (start, end) in stages.items()), key=lambda s: (s[1], s[2]))
+
+
 # ---- table and plot ---------------------------------------------------------------------
 def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| system | LLM concurrency | chunks / entities / relations | LLM requests (extract/glean/summary) "
@@ -616,6 +638,8 @@ def main(argv: list[str] | None = None) -> None:
                             "max_in_flight": counts["max_in_flight"], "peak_rss_mib": peak / 2**20,
                             "wall_s": round(result["wall_s"], 1)})
                 row["ideal_s"] = ideal_seconds(row, args.latency, throughput)
+                if system == "lightrag-ray":
+                    row["stages"] = stage_profile((run / "stderr.log").read_text(encoding="utf-8", errors="replace"))
                 rows.append(row)
                 print(f"[bench] {system}: {row['wall_s']} s, {row['requests_total']} requests", file=sys.stderr)
     finally:
@@ -633,6 +657,9 @@ def main(argv: list[str] | None = None) -> None:
             print(f"\n{r['system']} at {r['concurrency_label']}: embedding function busy {r['embed_busy_s']} s "
                   f"of the wall time ({r['embed_calls']} calls, {r['texts_embedded']} texts, "
                   f"{r['embed_s']} s summed over concurrent calls)")
+        if r.get("stages"):
+            print(f"\n{r['system']} at {r['concurrency_label']}, stages (s from the start of indexing): "
+                  + ", ".join(f"{name} {start:.1f}-{end:.1f}" for name, start, end in r["stages"]))
     if throughput:
         print(f"\nMiniLM standalone throughput: {throughput['chunk']:.1f} chunk texts/s, "
               f"{throughput['graph']:.1f} entity/relation texts/s")

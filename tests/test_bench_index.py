@@ -14,6 +14,9 @@ from tests.bench_helpers import script_env, tiny_corpus
 from tests.scripted_llm import answer_for, classify, classify_system
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from bench_index import stage_profile  # noqa: E402
 
 
 def test_scripted_llm_classifies_both_systems_prompts():
@@ -65,3 +68,18 @@ def test_bench_index_prints_table_with_positive_counts(tmp_path):
     row = json.loads(out.read_text(encoding="utf-8"))["rows"][0]
     assert row["wall_s"] > 0 and row["peak_rss_mib"] > 0 and row["requests"]["extract"] == chunks
     assert row["ideal_s"] is not None and row["ideal_s"] >= 0
+    stages = {name: (start, end) for name, start, end in row["stages"]}  # parsed from the child's progress lines
+    assert {"reading", "extracting", "embedding entities and relations"} <= set(stages), row["stages"]
+    assert all(0 <= start <= end <= row["wall_s"] + 1 for start, end in stages.values()), row["stages"]
+    assert stages["reading"][1] <= stages["extracting"][1] <= stages["embedding entities and relations"][1]
+    assert "lightrag-ray at 4, stages (s from the start of indexing): reading 0.0-" in done.stdout
+
+
+def test_stage_profile_spans_each_stage_from_the_progress_lines():
+    log = "\n".join([
+        "[    0.0 s] reading 1 files", "[    0.9 s] 1 documents to index, 42 chunks",
+        "[    0.9 s] extracting 42 chunks (0 from cache)", "[    3.9 s] extracting: 42/42 chunks (14/s, done in 3s)",
+        "[    4.2 s] summarising 16 long descriptions", "[    5.0 s] some Ray line",
+        "[   72.2 s] embedding entities and relations: 1147/1147 texts (61/s, done in 1m7s)"])
+    assert stage_profile(log) == [("reading", 0.0, 0.9), ("extracting", 0.9, 3.9), ("summarising", 4.2, 5.0),
+                                  ("embedding entities and relations", 5.2, 72.2)]
