@@ -528,6 +528,27 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> bool:
     return True
 
 
+def stage_plot(rows: list[dict[str, Any]], path: Path, title: str) -> bool:
+    """One concurrency value: each system's wall time as a bar, lightrag-ray's stages above it."""
+    plt = pyplot()
+    if plt is None:
+        return False
+    lanes = [(r["system"], 0.0, r["wall_s"]) for r in rows if not r.get("error")]
+    lanes += [(f"  {name}", start, end) for r in rows for name, start, end in r.get("stages", [])]
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(lanes) + 1.2))
+    for lane, (name, start, end) in enumerate(reversed(lanes)):
+        ax.barh(lane, end - start, left=start, color="tab:blue" if name.startswith(" ") else "tab:grey")
+        ax.text(end, lane, f" {end - start:.1f} s", va="center", fontsize=8)
+    ax.set_yticks(range(len(lanes)), [name for name, _, _ in reversed(lanes)])
+    ax.set_xlabel("seconds from the start of indexing")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
 def save_plot(fig: Any, ax: Any, path: Path, title: str, grid_axis: str = "both") -> None:
     """Title, grid and legend on ``ax``; write ``fig`` to ``path`` and close it."""
     ax.set_title(title)
@@ -559,7 +580,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-ideal", action="store_true", help="skip the embedding throughput measurement")
     parser.add_argument("--workdir", default=None, help="scratch folder (default: a new temp dir, removed)")
     parser.add_argument("--json-out", default=None)
-    parser.add_argument("--plot", default=None, help="PNG path (default: bench_index_<corpus>.png in the cwd)")
+    parser.add_argument("--plot", default=None, help="PNG path: wall time vs concurrency (several values; default "
+                        "bench_index_<corpus>.png in the cwd), or with one value each system's wall time and "
+                        "lightrag-ray's stages")
     args = parser.parse_args(argv)
 
     docs = load_corpus(args.corpus)
@@ -664,10 +687,15 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\nMiniLM standalone throughput: {throughput['chunk']:.1f} chunk texts/s, "
               f"{throughput['graph']:.1f} entity/relation texts/s")
     print(f"command: {command}")
-    if len({r['concurrency_total'] for r in rows}) > 1:
-        png = Path(args.plot or f"bench_index_{corpus_label}.png")
-        if plot(rows, png, f"Indexing {corpus_label}, simulated LLM {args.latency} s/request"):
-            print(f"plot: {png}")
+    png = Path(args.plot or f"bench_index_{corpus_label}.png")
+    title = f"Indexing {corpus_label}, simulated LLM {args.latency} s/request"
+    several = len({r['concurrency_total'] for r in rows}) > 1
+    if several:
+        drawn = plot(rows, png, title)
+    else:  # one concurrency value: only when asked
+        drawn = bool(args.plot) and stage_plot(rows, png, f"{title}, LLM concurrency {args.concurrency[0]}")
+    if drawn:
+        print(f"plot: {png}")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({
             "command": command, "corpus": corpus_label, "documents": len(docs), "characters": chars,

@@ -55,7 +55,7 @@ def test_bench_index_prints_table_with_positive_counts(tmp_path):
     env = script_env()
     command = [sys.executable, str(ROOT / "scripts" / "bench_index.py"), "--corpus", str(corpus),
                "--concurrency", "4", "--latency", "0", "--workdir", str(tmp_path / "work"),
-               "--json-out", str(out)]
+               "--json-out", str(out), "--plot", str(tmp_path / "stages.png")]
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=170)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "| system | LLM concurrency | chunks / entities / relations |" in done.stdout
@@ -73,6 +73,8 @@ def test_bench_index_prints_table_with_positive_counts(tmp_path):
     assert all(0 <= start <= end <= row["wall_s"] + 1 for start, end in stages.values()), row["stages"]
     assert stages["reading"][1] <= stages["extracting"][1] <= stages["embedding entities and relations"][1]
     assert "lightrag-ray at 4, stages (s from the start of indexing): reading 0.0-" in done.stdout
+    assert f"plot: {tmp_path / 'stages.png'}" in done.stdout  # one concurrency value: the stage chart
+    assert (tmp_path / "stages.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_stage_profile_spans_each_stage_from_the_progress_lines():
