@@ -18,20 +18,20 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
-from lightrag_ray.config import Settings
 from lightrag_ray.core.tokenizer import count_tokens
-from lightrag_ray.models.llm import LLMClient, LLMError
-from lightrag_ray.query.engine import DEFAULT_MODE, QueryEngine, QueryParam
+from lightrag_ray.models.llm import LLMError
+from lightrag_ray.query.engine import DEFAULT_MODE, QueryParam
 from lightrag_ray.serve.api_models import MODES, OLLAMA_MODEL, OllamaChatRequest, OllamaGenerateRequest
 from lightrag_ray.serve.deployments import llm_failure
 from lightrag_ray.serve.http_guard import ErrorBody, route_path
+from lightrag_ray.serve.ingress_part import IngressPart
 from lightrag_ray.serve.openai_errors import validation_message
 from lightrag_ray.serve.openai_routes import message_tokens
 from lightrag_ray.storage.graph_reader import GraphUnavailableError
@@ -136,16 +136,8 @@ class _Reply:
         yield _line(self.done("".join(answer), ""))
 
 
-class OllamaRoutes:
+class OllamaRoutes(IngressPart):
     """The /api routes, as methods of the Serve ingress class that inherits them."""
-
-    settings: Settings
-    llm: LLMClient | None
-
-    if TYPE_CHECKING:  # provided by the ingress
-        async def _engine(self) -> QueryEngine: ...
-
-        def _need_llm(self) -> None: ...
 
     @router.get("/api/version")
     async def ollama_version(self) -> dict[str, str]:

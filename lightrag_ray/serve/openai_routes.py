@@ -11,17 +11,17 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from fastapi.responses import StreamingResponse
 
-from lightrag_ray.config import Settings
 from lightrag_ray.core.tokenizer import count_tokens
-from lightrag_ray.models.llm import LLMClient, LLMError
-from lightrag_ray.query.engine import QueryEngine, QueryParam
+from lightrag_ray.models.llm import LLMError
+from lightrag_ray.query.engine import QueryParam
 from lightrag_ray.serve.api_models import CHAT_MODEL_PREFIX, MODES, ChatCompletionRequest, chat_mode
 from lightrag_ray.serve.deployments import llm_failure
+from lightrag_ray.serve.ingress_part import IngressPart
 from lightrag_ray.serve.openai_errors import OpenAIError, install_error_handlers, openai_error
 
 router = APIRouter()
@@ -71,16 +71,8 @@ async def _chunks(pieces: AsyncIterator[str], chunk: dict[str, Any], prompt_toke
     yield "data: [DONE]\n\n"
 
 
-class OpenAIRoutes:
+class OpenAIRoutes(IngressPart):
     """The /v1 routes, as methods of the Serve ingress class that inherits them."""
-
-    settings: Settings
-    llm: LLMClient | None
-
-    if TYPE_CHECKING:  # provided by the ingress
-        async def _engine(self) -> QueryEngine: ...
-
-        def _need_llm(self) -> None: ...
 
     @router.get("/v1/models")
     async def models(self) -> dict[str, Any]:
