@@ -3,11 +3,17 @@ Ray actors at once, as the workers of a cluster do (issue 6)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import ray
 
 from lightrag_ray.storage.vectors import MilvusStore
 
+ROOT = Path(__file__).resolve().parents[1]
 DIM = 8
 WRITERS = 3
 ROWS_EACH = 200
@@ -55,3 +61,33 @@ def test_actors_write_one_server_concurrently_and_upserts_replace(ray_cluster, m
         store.close()
         for writer in writers:
             ray.kill(writer)
+
+
+IDLE_SCRIPT = """
+import sys, time
+import numpy as np
+from lightrag_ray.storage.vectors import MilvusStore
+uri = sys.argv[1]
+first = MilvusStore(uri, 8, prefix="idle")
+first.upsert("entities", [{"id": "ent-1", "vector": np.ones(8, dtype=np.float32), "entity_name": "E1"}])
+print("IDLE-START", file=sys.stderr, flush=True)
+time.sleep(25)
+print("IDLE-END", file=sys.stderr, flush=True)
+second = MilvusStore(uri, 8, prefix="idle")
+[hits] = second.search("entities", [np.ones(8, dtype=np.float32)], top_k=1, output_fields=["entity_name"])
+print(hits[0]["entity_name"])
+"""
+
+
+def test_an_idle_connection_sends_no_pings_the_server_would_count_as_strikes(milvus_server):
+    """pymilvus pings idle channels every 10 s; a gRPC server on default settings (milvus-lite's)
+    counts each idle ping as a strike and answers the third with GOAWAY "too many pings", which
+    broke the next store opened after a quiet minute (the multinode scenario, CI 2026-12-02). The
+    gRPC core's own trace shows whether the client pinged while nothing was in flight."""
+    env = {**os.environ, "GRPC_VERBOSITY": "debug", "GRPC_TRACE": "http_keepalive", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", IDLE_SCRIPT, milvus_server], env=env, capture_output=True,
+                          text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "E1"
+    idle = done.stderr.split("IDLE-START", 1)[1].split("IDLE-END", 1)[0]
+    assert "Ping" not in idle and "goaway" not in idle.lower(), idle[-2000:]

@@ -25,6 +25,10 @@ _LITE_OPEN: Counter[str] = Counter()
 # HNSW search breadth (ef), at least top_k. Milvus Lite's AUTOINDEX is faiss HNSW; its default
 # ef=64 barely exceeds top_k=40 and misses ~3% of the true top 40, sometimes the exact-name entity.
 SEARCH_EF = 256
+# pymilvus pings an idle channel every 10 s; gRPC servers on default settings (milvus-lite's
+# server among them) allow one ping per 5 minutes without calls and answer the third with
+# GOAWAY "too many pings", which kills a connection left idle for ~30 s. Ping only during calls.
+SERVER_GRPC_OPTIONS = {"grpc.keepalive_permit_without_calls": False}
 # The index of each new collection on a Milvus server (Milvus Lite builds its AUTOINDEX).
 SERVER_INDEX = {"index_type": "HNSW", "metric_type": "COSINE", "params": {"M": 16, "efConstruction": 200}}
 # Milvus Lite searches a collection in Python, linearly in its size (one top-40 query, dim
@@ -119,7 +123,7 @@ class MilvusStore:
             self._lite_path = os.path.abspath(uri)
             _LITE_OPEN[self._lite_path] += 1
         else:
-            self.client = MilvusClient(uri=uri, token=token, db_name=db_name)
+            self.client = MilvusClient(uri=uri, token=token, db_name=db_name, grpc_options=SERVER_GRPC_OPTIONS)
         self.dim = dim
         self.names = {kind: f"{prefix}_{kind}" for kind in KINDS}
         for name in self.names.values():
