@@ -70,8 +70,9 @@ from lightrag_ray.storage.vectors import MilvusStore
 uri = sys.argv[1]
 first = MilvusStore(uri, 8, prefix="idle")
 first.upsert("entities", [{"id": "ent-1", "vector": np.ones(8, dtype=np.float32), "entity_name": "E1"}])
+time.sleep(2)  # the ping gRPC sends with the last response (bandwidth probe) is not an idle one
 print("IDLE-START", file=sys.stderr, flush=True)
-time.sleep(25)
+time.sleep(25)  # pymilvus's idle pings would come at 10 s and 20 s
 print("IDLE-END", file=sys.stderr, flush=True)
 second = MilvusStore(uri, 8, prefix="idle")
 [hits] = second.search("entities", [np.ones(8, dtype=np.float32)], top_k=1, output_fields=["entity_name"])
