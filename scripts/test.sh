@@ -6,6 +6,11 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/bootstrap.sh"
+# Debian's chromium + chromedriver for tests/test_webui_browser.py (LightRAG's WebUI in a browser)
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  sudo=$([ "$(id -u)" -eq 0 ] || echo sudo)
+  $sudo apt-get update -q && $sudo apt-get install -y -q chromium chromium-driver
+fi
 export RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1
 cd "$root"
 tier=()

@@ -6,7 +6,15 @@ import random
 
 import pytest
 
-from lightrag_ray.core.context import JOIN_EXCESS, Budgets, build_context, passage_block, passage_cost, reference_line
+from lightrag_ray.core.context import (
+    JOIN_EXCESS,
+    Budgets,
+    build_context,
+    file_references,
+    passage_block,
+    passage_cost,
+    reference_line,
+)
 from lightrag_ray.core.tokenizer import count_tokens
 
 WORDS = "Scrooge counting-house Marley's ghost: chains, 7 years; £20 — Tiny Tim (crutch) 'God bless us' \n".split(" ")
@@ -23,7 +31,8 @@ def test_sections_and_total_stay_within_their_budgets():
                     for _ in range(rng.randint(0, 40))]
         relations = [{"source": _text(rng, 2), "target": _text(rng, 2), "keywords": _text(rng, 3),
                       "description": _text(rng, rng.randint(5, 60))} for _ in range(rng.randint(0, 40))]
-        chunks = [{"chunk_id": f"chunk-{i}", "file_path": f"f{i}.txt", "text": _text(rng, rng.randint(20, 300))}
+        files = rng.randint(1, 6)  # passages share files: references are per file
+        chunks = [{"chunk_id": f"chunk-{i}", "file_path": f"f{rng.randrange(files)}.txt", "text": _text(rng, rng.randint(20, 300))}
                   for i in range(rng.randint(0, 15))]
         budgets = Budgets(rng.randint(20, 900), rng.randint(20, 900), rng.randint(200, 3000))
         reserved = rng.randint(0, 150)
@@ -33,8 +42,12 @@ def test_sections_and_total_stay_within_their_budgets():
         assert count_tokens(sections["relations"]) <= budgets.max_relation_tokens, trial
         assert count_tokens(context.text) <= budgets.max_total_tokens - reserved, trial
         assert len(context.entities) == max(0, sections["entities"].count("\n- "))
-        # passages are kept as a prefix of the ranked list, numbered in order
-        assert context.chunks == [{**c, "ref": n} for n, c in enumerate(chunks[:len(context.chunks)], start=1)]
+        # passages are kept as a prefix of the ranked list, each with its file's reference
+        kept = chunks[:len(context.chunks)]
+        numbers = file_references(kept)
+        assert context.chunks == [{**c, "reference_id": numbers[c["file_path"]]} for c in kept]
+        assert context.references == [{"reference_id": n, "file_path": f} for f, n in numbers.items()]
+        assert context.found == {"entities": len(entities), "relations": len(relations), "chunks": len(chunks)}
 
 
 @pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
@@ -56,11 +69,26 @@ def test_apassage_costs_at_most_its_bound_from_the_stored_text_tokens(encoding):
     for trial in range(300):
         text = _text(rng, rng.randint(1, 200)).strip() or "x"
         chunk = {"chunk_id": f"chunk-{trial}", "file_path": f"dir/file {trial}.txt", "text": text}
-        counted = passage_cost(trial, chunk, encoding)
-        stored = passage_cost(trial, {**chunk, "text_tokens": count_tokens(text, encoding)}, encoding)
-        exact = (count_tokens("\n" + passage_block(trial, chunk), encoding)
-                 + count_tokens("\n" + reference_line(trial, chunk), encoding))
-        assert exact <= counted <= stored <= exact + 4 * JOIN_EXCESS + 1, trial
+        number = trial + 1
+        counted = passage_cost(number, chunk, encoding)
+        stored = passage_cost(number, {**chunk, "text_tokens": count_tokens(text, encoding)}, encoding)
+        exact = count_tokens("\n" + passage_block(number, chunk), encoding)
+        assert exact <= counted <= stored <= exact + 3 * JOIN_EXCESS + 1, trial
+        smaller = count_tokens("\n" + passage_block(rng.randint(1, number), chunk), encoding)
+        assert smaller <= exact  # a bound for any smaller reference number
+
+
+def test_references_are_per_file_most_passages_first_as_lightrag_numbers_them():
+    paths = ["a.txt", "b.txt", "b.txt", "c.txt", "a.txt", "b.txt", "", "unknown_source", "d.txt"]
+    chunks = [{"chunk_id": f"chunk-{i}", "file_path": path, "text": f"passage {i}"} for i, path in enumerate(paths)]
+    assert file_references(chunks) == {"b.txt": "1", "a.txt": "2", "c.txt": "3", "d.txt": "4"}
+    context = build_context([], [], chunks, Budgets(100, 100, 5000))
+    assert [c["reference_id"] for c in context.chunks] == ["2", "1", "1", "3", "2", "1", "", "", "4"]
+    assert context.references == [{"reference_id": "1", "file_path": "b.txt"}, {"reference_id": "2", "file_path": "a.txt"},
+                                  {"reference_id": "3", "file_path": "c.txt"}, {"reference_id": "4", "file_path": "d.txt"}]
+    refs = context.sections["passages"].split("References:\n")[1]
+    assert refs.splitlines() == [reference_line(r["reference_id"], r["file_path"]) for r in context.references]
+    assert "\n[1] b.txt (chunk-1)\npassage 1" in context.text and "\nunknown_source (chunk-7)\npassage 7" in context.text
 
 
 def test_passages_fill_the_same_budget_with_stored_or_counted_text_tokens():

@@ -29,7 +29,7 @@ def test_demo_builds_answers_with_references_and_writes_the_graph_page(ray_clust
     stored = {row["chunk_id"] for row in Workspace(str(workspace)).read_rows("chunks")}
     cited = re.findall(r"\[(\d+)\] christmas_carol\.txt \((chunk-[0-9a-f]{32})\)", out)
     assert len(cited) >= 4 and {chunk for _, chunk in cited} <= stored
-    assert [n for n, _ in cited[:2]] == ["1", "2"]
+    assert {n for n, _ in cited} == {"1"}  # references are per file: the one book is reference 1
 
     page_path = re.search(r"Graph view: (\S+)", out).group(1)
     page = open(page_path, encoding="utf-8").read()

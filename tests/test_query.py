@@ -123,12 +123,17 @@ def test_budgets_are_never_exceeded(session, llm, mode):
 def test_references_point_at_real_chunks_of_real_files(session, llm):
     context, _, _ = retrieve(session, "Who trained young sailors?", mode="mix")
     stored = {row["chunk_id"]: row for row in Workspace(session.engine.settings.workspace).read_rows("chunks")}
-    assert context.references
+    assert context.references and context.chunks
+    numbers = {ref["file_path"]: ref["reference_id"] for ref in context.references}
+    assert len(numbers) == len(context.references)  # one reference per file
     for ref in context.references:
-        chunk = stored[ref["chunk_id"]]
-        assert chunk["file_path"] == ref["file_path"] and open(ref["file_path"], encoding="utf-8").read()
-        assert f"[{ref['ref']}] {ref['file_path']}" in context.text
-        assert chunk["text"].strip() in context.text
+        assert open(ref["file_path"], encoding="utf-8").read()
+        assert f"\n[{ref['reference_id']}] {ref['file_path']}\n" in context.text + "\n"  # the reference list's line
+    for chunk in context.chunks:
+        assert stored[chunk["chunk_id"]]["file_path"] == chunk["file_path"]
+        assert chunk["reference_id"] == numbers[chunk["file_path"]]
+        assert f"[{chunk['reference_id']}] {chunk['file_path']} ({chunk['chunk_id']})" in context.text
+        assert stored[chunk["chunk_id"]]["text"].strip() in context.text
 
 
 def test_generation_cites_the_context_with_history_and_streams(session, llm):

@@ -97,7 +97,8 @@ def test_naive_uses_chunk_vectors_only_and_mix_adds_graph_passages():
     mix, _, _ = retrieve(engine, "crutch", mode="mix", chunk_top_k=4, ll_keywords=["Fred"], hl_keywords=["dinner"])
     texts = [c["text"] for c in mix.chunks]
     assert PASSAGES[2] in texts and PASSAGES[3] in texts  # the vector passage and the graph passage
-    assert [r["ref"] for r in mix.references] == list(range(1, len(mix.references) + 1))
+    assert [r["reference_id"] for r in mix.references] == [str(n) for n in range(1, len(mix.references) + 1)]
+    assert {c["reference_id"] for c in mix.chunks} == {r["reference_id"] for r in mix.references}
 
 
 def test_without_llm_keywords_come_from_the_question():

@@ -31,29 +31,37 @@ DOC_C = "Dora Quinn sails from Lisbon. Dora Quinn studies whales near Lisbon."
 MAX_BODY_MB = 0.05
 
 
+def run_app(workspace: Path, llm_url: str, extraction_mode: str = "fast", **args: Any) -> str:
+    """Start the application with serve.run (API key, small body limit, two shards, the
+    scripted LLM at ``llm_url``; ``args``: other or more AppArgs); returns its base URL.
+    serve.shutdown() stops it."""
+    from ray import serve
+
+    from lightrag_ray.serve.app import AppArgs, build_app
+
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    app_args = AppArgs(
+        **{"workspace": str(workspace), "api_key": API_KEY, "max_body_mb": MAX_BODY_MB, **args},
+        settings={
+            "llm": {"backend": "openai", "base_url": llm_url, "timeout_s": 5, "backoff_s": 0.05,
+                    "max_retries": 1},
+            "extraction": {"mode": extraction_mode, "actors": 1, "num_cpus": 0.2},
+            "embedding": {"actors": 1},
+            "graph": {"num_shards": 2},
+        },
+    )
+    serve.run(build_app(app_args), name="lightrag", route_prefix="/")
+    return f"http://127.0.0.1:{port}"
+
+
 @pytest.fixture(scope="module")
 def app(ray_cluster, llm_server, tmp_path_factory):
     """The application, started with serve.run; yields (base URL, workspace path)."""
     from ray import serve
 
-    from lightrag_ray.serve.app import AppArgs, build_app
-
     root = tmp_path_factory.mktemp("serve")
-    port = free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
-    args = AppArgs(
-        workspace=str(root / "ws"), api_key=API_KEY, max_body_mb=MAX_BODY_MB,
-        settings={
-            "llm": {"backend": "openai", "base_url": llm_server.url, "timeout_s": 5, "backoff_s": 0.05,
-                    "max_retries": 1},
-            "extraction": {"mode": "fast", "actors": 1, "num_cpus": 0.2},
-            "embedding": {"actors": 1},
-            "graph": {"num_shards": 2},
-        },
-    )
-    serve.run(build_app(args), name="lightrag", route_prefix="/")
-    base = f"http://127.0.0.1:{port}"
-    yield base, root / "ws"
+    yield run_app(root / "ws", llm_server.url), root / "ws"
     serve.shutdown()
 
 
@@ -109,17 +117,18 @@ def test_health_needs_no_key_and_reports_the_graph_to_key_holders(app, indexed):
     assert health["embedding_model"].endswith("all-MiniLM-L6-v2") and health["embedding_dim"] == 384
 
 
-@pytest.mark.parametrize("headers", [{}, {"X-API-Key": "wrong"}, {"Authorization": "Bearer wrong"}])
-def test_missing_or_wrong_key_is_401(app, headers):
+@pytest.mark.parametrize("headers, reason", [({}, "API Key required"), ({"X-API-Key": "wrong"}, "Invalid API Key"),
+                                             ({"Authorization": "Bearer wrong"}, "Invalid API Key")])
+def test_missing_or_wrong_key_is_403_as_lightrag_answers(app, headers, reason):
     response = httpx.post(f"{app[0]}/query/data", json={"query": "x"}, headers=headers, timeout=30)
-    assert response.status_code == 401
-    assert "API key" in response.json()["detail"]
+    assert response.status_code == 403 and "www-authenticate" not in response.headers
+    assert response.json()["detail"].startswith(f"{reason}: send it as X-API-Key")
 
 
 def test_only_health_and_api_docs_are_open(app):
     assert httpx.get(f"{app[0]}/docs", timeout=30).status_code == 200
-    assert httpx.get(f"{app[0]}/documents/track_status/health", timeout=30).status_code == 401
-    assert httpx.get(f"{app[0]}/graph/label/list", timeout=30).status_code == 401
+    assert httpx.get(f"{app[0]}/documents/track_status/health", timeout=30).status_code == 403
+    assert httpx.get(f"{app[0]}/graph/label/list", timeout=30).status_code == 403
 
 
 def test_bearer_key_is_accepted(app):
@@ -165,6 +174,10 @@ def test_documents_lists_every_processed_document(client, indexed):
     assert {indexed["a"], indexed["b"], indexed["c"]} <= set(processed)
     assert processed[indexed["a"]]["file_path"] == "acme.txt"  # the file_source, not the inbox path
     assert processed[indexed["c"]]["file_path"] == "lisbon"  # kept as given
+    lightrag_fields = {"id", "content_summary", "content_length", "status", "created_at", "updated_at", "track_id",
+                       "chunks_count", "error_msg", "metadata", "file_path"}  # LightRAG's DocStatusResponse
+    assert lightrag_fields <= processed[indexed["a"]].keys()
+    assert processed[indexed["a"]]["id"] == indexed["a"] and processed[indexed["a"]]["chunks_count"] >= 1
 
 
 def test_same_text_again_is_duplicated(client, indexed):
@@ -225,7 +238,7 @@ def upload(client: httpx.Client, name: str, data: bytes) -> str:
 def test_pdf_and_docx_uploads_are_converted_and_found_by_query(client, name, data, person):
     upload(client, name, data)
     found = query_data(client, [person])["data"]
-    assert any(person in chunk["text"] and "sells" in chunk["text"] for chunk in found["chunks"])
+    assert any(person in chunk["content"] and "sells" in chunk["content"] for chunk in found["chunks"])
     assert name in {ref["file_path"] for ref in found["references"]}
 
 
@@ -245,13 +258,13 @@ def test_file_names_are_kept_as_given(app, client):
 
 def test_insert_is_visible_to_query_data(client, indexed):
     data = query_data(client, ["Acme Corporation"])
-    entities = {e["name"] for e in data["data"]["entities"]}
+    entities = {e["entity_name"] for e in data["data"]["entities"]}
     assert "Acme Corporation" in entities
     assert data["metadata"]["keywords"]["low_level"] == ["Acme Corporation"]
     assert data["metadata"]["query_mode"] == "local"
     refs = data["data"]["references"]
     assert refs and refs[0]["reference_id"] == "1" and refs[0]["file_path"] == "acme.txt"
-    assert DOC_A in {c["text"] for c in data["data"]["chunks"]}
+    assert DOC_A in {c["content"] for c in data["data"]["chunks"]}
 
 
 def test_query_answers_with_references(client, llm, indexed):
@@ -300,6 +313,11 @@ def test_graphs_returns_the_subgraph_around_a_label(client, indexed):
     assert "Dora Quinn" not in names
     assert all(e["source"] in names and e["target"] in names for e in graph["edges"])
     assert any({e["source"], e["target"]} == {"Alice Smith", "Bob Jones"} for e in graph["edges"])
+    alice = next(n for n in graph["nodes"] if n["id"] == "Alice Smith")["properties"]  # LightRAG's names and formats
+    assert alice["entity_id"] == "Alice Smith" and alice["entity_type"] and alice["description"]
+    assert alice["source_id"].split("<SEP>") and all(c.startswith("chunk-") for c in alice["source_id"].split("<SEP>"))
+    assert isinstance(alice["file_path"], str) and alice["degree"] >= 2
+    assert {"weight", "description", "keywords", "source_id", "file_path"} <= set(graph["edges"][0]["properties"])
     small = client.get("/graphs", params={"label": "Alice Smith", "max_nodes": 2}).json()
     assert len(small["nodes"]) == 2 and small["is_truncated"] is True
 
@@ -350,8 +368,8 @@ def test_openai_unknown_model_is_not_found(app):
 # ---- delete (last: it changes the graph) ----------------------------------------------------
 
 def test_delete_removes_a_document_but_shared_entities_keep_other_sources(client, indexed):
-    before = {e["name"]: e for e in query_data(client, ["Alice Smith", "Acme Corporation"])["data"]["entities"]}
-    assert len(before["Alice Smith"]["source_ids"]) == 2
+    before = {e["entity_name"]: e for e in query_data(client, ["Alice Smith", "Acme Corporation"])["data"]["entities"]}
+    assert len(before["Alice Smith"]["source_id"].split("<SEP>")) == 2
     response = client.request("DELETE", "/documents/delete_document", json={"doc_ids": [indexed["a"]]})
     assert response.status_code == 200, response.text
     result = response.json()
@@ -359,12 +377,12 @@ def test_delete_removes_a_document_but_shared_entities_keep_other_sources(client
     labels = set(client.get("/graph/label/list").json())
     assert "Acme Corporation" not in labels and "Carol White" not in labels
     assert {"Alice Smith", "Bob Jones"} <= labels
-    after = {e["name"]: e for e in query_data(client, ["Alice Smith", "Acme Corporation"])["data"]["entities"]}
+    after = {e["entity_name"]: e for e in query_data(client, ["Alice Smith", "Acme Corporation"])["data"]["entities"]}
     assert "Acme Corporation" not in after
-    assert len(after["Alice Smith"]["source_ids"]) == 1
+    assert len(after["Alice Smith"]["source_id"].split("<SEP>")) == 1
     assert "Acme" not in after["Alice Smith"]["description"]
     chunks = query_data(client, ["Alice Smith"], mode="mix")["data"]["chunks"]
-    assert DOC_A not in {c["text"] for c in chunks}
+    assert DOC_A not in {c["content"] for c in chunks}
     assert indexed["a"] not in {d["doc_id"] for d in client.get("/documents").json()["statuses"]["processed"]}
     missing = client.request("DELETE", "/documents/delete_document", json={"doc_ids": ["doc-nope"]})
     assert missing.status_code == 404
@@ -420,7 +438,7 @@ def test_killed_workspace_replica_resumes_its_insert_job(client, indexed):
     labels = client.get("/graph/label/list").json()
     assert "Frank Moss" in labels and labels.count("Frank Moss") == 1
     frank = query_data(client, ["Frank Moss"])["data"]["entities"]
-    assert frank[0]["name"] == "Frank Moss" and len(frank[0]["source_ids"]) == 1
+    assert frank[0]["entity_name"] == "Frank Moss" and "<SEP>" not in frank[0]["source_id"]
     docs = client.get("/documents").json()["statuses"]
     assert doc_id(text) in {d["doc_id"] for d in docs["processed"]} and "processing" not in docs
 

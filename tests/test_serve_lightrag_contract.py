@@ -21,10 +21,11 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from lightrag_ray.serve.api_models import DocumentsRequest
+from lightrag_ray.core.context import Budgets, build_context
+from lightrag_ray.serve.api_models import DocumentsRequest, lightrag_data
 from lightrag_ray.serve.lightrag_routes import LazyCORS, paginate, pipeline_status, search_labels
 from tests.scripted_llm import ANSWER_PREFIX, ScriptedLLM
-from tests.test_serve import app, client, indexed  # noqa: F401 - the app fixtures, reused
+from tests.test_serve import API_KEY, app, client, indexed, wait_for  # noqa: F401 - the app fixtures, reused
 
 BODIES: dict[str, Any] = json.loads((Path(__file__).parent / "fixtures" / "lightrag_requests.json").read_text())
 WEBUI_ORIGIN = "http://localhost:5173"  # the WebUI's dev server
@@ -59,7 +60,8 @@ def test_webui_query_is_answered_with_references(client, llm, indexed):  # noqa:
     response = client.post("/query", json=BODIES["webui_query"])
     assert response.status_code == 200, response.text
     body = response.json()
-    assert body["response"].startswith(ANSWER_PREFIX)
+    assert body["response"].startswith(ANSWER_PREFIX) and body["llm_generated"] is True
+    assert isinstance(body["response_time"], float) and body["response_time"] > 0
     assert_references(body["references"])
     answer = calls(llm, "answer")[-1]
     assert {"role": "assistant", "content": "A founder."} in answer  # the conversation history reached the prompt
@@ -92,8 +94,9 @@ def test_python_client_nulls_and_empty_keywords(client, llm, indexed):  # noqa: 
 
 def test_stream_false_sends_the_answer_as_one_line(client, indexed):  # noqa: F811
     lines = ndjson(client, BODIES["python_query_stream_false"])
-    assert len(lines) == 2 and "references" in lines[0]
-    assert lines[1]["response"].startswith(ANSWER_PREFIX)
+    [line] = lines  # as LightRAG 1.5.7: the answer, its flag and the references together
+    assert line["response"].startswith(ANSWER_PREFIX) and line["llm_generated"] is True
+    assert [ref["file_path"] for ref in line["references"]]
 
 
 def test_null_means_the_default_and_unknown_fields_are_ignored(client, indexed):  # noqa: F811
@@ -107,9 +110,10 @@ def test_null_means_the_default_and_unknown_fields_are_ignored(client, indexed):
 def test_only_need_prompt_returns_the_prompt_without_an_answer(client, llm, indexed):  # noqa: F811
     body = {"query": "Who founded Acme Corporation?", "mode": "local", "ll_keywords": ["Acme Corporation"],
             "only_need_prompt": True, "user_prompt": "Be terse."}
-    response = client.post("/query", json=body).json()["response"]
+    answer = client.post("/query", json=body).json()
+    response = answer["response"]
     assert "Who founded Acme Corporation?" in response and "Be terse." in response and "Acme Corporation" in response
-    assert llm.counts().get("answer", 0) == 0
+    assert llm.counts().get("answer", 0) == 0 and answer["llm_generated"] is False
 
 
 # ---- auth ---------------------------------------------------------------------------------
@@ -125,7 +129,18 @@ def test_auth_status_and_login_give_a_guest_token_without_the_key(app):  # noqa:
     assert login.status_code == 200, login.text
     assert {"access_token", "token_type", "auth_mode", "core_version", "api_version"} <= login.json().keys()
     guest = {"Authorization": f"Bearer {body['access_token']}"}  # with an API key set, the token opens nothing
-    assert httpx.get(f"{app[0]}/documents/status_counts", headers=guest, timeout=30).status_code == 401
+    assert httpx.get(f"{app[0]}/documents/status_counts", headers=guest, timeout=30).status_code == 403
+
+
+@pytest.mark.parametrize("headers, status, detail", [({}, 403, "API Key required"), ({"X-API-Key": "wrong"}, 403, "Invalid API Key"),
+                                                     ({"X-API-Key": API_KEY}, 200, None)])
+def test_auth_verify_answers_as_the_webuis_key_dialog_expects(app, headers, status, detail):  # noqa: F811
+    answer = httpx.get(f"{app[0]}/auth/verify", headers=headers, timeout=30)
+    assert answer.status_code == status
+    if detail is None:
+        assert answer.json() == {"status": "ok"}
+    else:
+        assert detail in answer.json()["detail"]
 
 
 # ---- documents ----------------------------------------------------------------------------
@@ -180,7 +195,7 @@ def test_cors_preflight_needs_no_key_and_allows_any_origin_by_default(app):  # n
     assert preflight.headers["access-control-allow-origin"] == "*"
     assert "x-api-key" in preflight.headers["access-control-allow-headers"].lower()
     denied = httpx.get(f"{app[0]}/graph/label/list", headers={"Origin": WEBUI_ORIGIN}, timeout=30)
-    assert denied.status_code == 401 and denied.headers["access-control-allow-origin"] == "*"  # readable by the WebUI
+    assert denied.status_code == 403 and denied.headers["access-control-allow-origin"] == "*"  # readable by the WebUI
 
 
 def test_cors_with_an_origin_list_allows_only_those_with_credentials():
@@ -237,3 +252,82 @@ def test_webui_delete_body_says_what_it_cannot_do(client, indexed):  # noqa: F81
     assert "not supported" in body["message"] and "delete_file" in body["message"] and "delete_llm_cache" in body["message"]
     docs = client.post("/documents/paginated", json=BODIES["webui_paginated"]).json()["documents"]
     assert indexed["c"] not in {d["id"] for d in docs}
+
+
+# ---- /query/data and references in LightRAG's shape (last: it adds documents) --------------------
+
+ENTITY_KEYS = {"entity_name", "entity_type", "description", "source_id", "file_path", "reference_id"}
+RELATION_KEYS = {"src_id", "tgt_id", "description", "keywords", "weight", "source_id", "file_path", "reference_id"}
+CHUNK_KEYS = {"content", "file_path", "chunk_id", "reference_id"}
+PROCESSING_KEYS = {"total_entities_found", "total_relations_found", "entities_after_truncation",
+                   "relations_after_truncation", "merged_chunks_count", "final_chunks_count"}
+FLEET = ["Nora Vale commands the ship Kestrel. Nora Vale sails the Kestrel from Bergen.",
+         "Nora Vale repairs the Kestrel in Bergen every winter. The Kestrel carries timber to Bergen."]
+FLEET_QUERY = {"query": "What does Nora Vale do?", "mode": "mix", "ll_keywords": ["Nora Vale"], "hl_keywords": ["ships"]}
+
+
+@pytest.fixture(scope="module")
+def fleet(client, indexed):  # noqa: F811
+    """Two documents of one file, fleet.txt: two chunks that must share one reference."""
+    job = client.post("/documents/texts", json={"texts": FLEET, "file_sources": ["fleet.txt", "fleet.txt"]})
+    assert job.status_code == 200, job.text
+    assert wait_for(client, job.json()["track_id"])["job_status"] == "processed"
+
+
+def test_lightrag_data_joins_sources_and_numbers_references_per_file():
+    chunks = [{"chunk_id": f"chunk-{i}", "file_path": path, "text": f"passage {i}", "doc_id": f"doc-{i}"}
+              for i, path in enumerate(["a.txt", "b.txt", "b.txt", ""])]
+    entity = {"name": "Ann", "type": "person", "description": "A sailor.", "source_ids": ["chunk-0", "chunk-1"],
+              "file_paths": ["a.txt", "b.txt"]}
+    lone = {"source": "Ann", "target": "Bo", "keywords": "crew", "description": "Shipmates.", "weight": 2,
+            "source_ids": ["chunk-9"], "file_paths": []}
+    data = lightrag_data(build_context([entity], [lone], chunks, Budgets(1000, 1000, 5000)))
+    assert data["references"] == [{"reference_id": "1", "file_path": "b.txt"}, {"reference_id": "2", "file_path": "a.txt"}]
+    assert [c["reference_id"] for c in data["chunks"]] == ["2", "1", "1", ""]
+    assert data["chunks"][3]["file_path"] == "unknown_source" and data["chunks"][0]["content"] == "passage 0"
+    assert data["entities"] == [{"entity_name": "Ann", "entity_type": "person", "description": "A sailor.",
+                                 "source_id": "chunk-0<SEP>chunk-1", "file_path": "a.txt<SEP>b.txt", "reference_id": "2"}]
+    assert data["relationships"] == [{"src_id": "Ann", "tgt_id": "Bo", "description": "Shipmates.", "keywords": "crew",
+                                      "weight": 2.0, "source_id": "chunk-9", "file_path": "unknown_source",
+                                      "reference_id": ""}]
+
+
+def test_query_data_has_the_keys_lightrag_clients_read(client, fleet):  # noqa: F811
+    response = client.post("/query/data", json=FLEET_QUERY)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body.keys() == {"status", "message", "data", "metadata"} and body["status"] == "success"
+    data = body["data"]
+    assert data.keys() == {"entities", "relationships", "chunks", "references"}
+    assert data["entities"] and data["relationships"] and data["chunks"]
+    assert all(ENTITY_KEYS <= e.keys() and all(isinstance(e[k], str) for k in ENTITY_KEYS) for e in data["entities"])
+    assert all(RELATION_KEYS <= r.keys() and isinstance(r["weight"], float) for r in data["relationships"])
+    assert all(CHUNK_KEYS <= c.keys() and c["content"] for c in data["chunks"])
+    assert all(s.startswith("chunk-") for e in data["entities"] for s in e["source_id"].split("<SEP>"))
+    refs = data["references"]
+    assert all(ref.keys() == {"reference_id", "file_path"} for ref in refs)
+    assert [ref["reference_id"] for ref in refs] == [str(n) for n in range(1, len(refs) + 1)]
+    numbers = {ref["file_path"]: ref["reference_id"] for ref in refs}
+    assert len(numbers) == len(refs) and all(c["reference_id"] == numbers[c["file_path"]] for c in data["chunks"])
+    fleet_chunks = [c for c in data["chunks"] if c["file_path"] == "fleet.txt"]
+    assert len(fleet_chunks) == 2 and refs[0] == {"reference_id": "1", "file_path": "fleet.txt"}  # most passages: first
+    nora = next(e for e in data["entities"] if e["entity_name"] == "Nora Vale")
+    assert nora["file_path"] == "fleet.txt" and nora["reference_id"] == "1" and nora["source_id"].count("<SEP>") == 1
+    metadata = body["metadata"]
+    assert metadata["query_mode"] == "mix" and metadata["keywords"] == {"high_level": ["ships"], "low_level": ["Nora Vale"]}
+    info = metadata["processing_info"]
+    assert PROCESSING_KEYS <= info.keys() and info["final_chunks_count"] == len(data["chunks"])
+    assert info["entities_after_truncation"] == len(data["entities"]) <= info["total_entities_found"]
+
+
+def test_answer_references_are_per_file_and_match_the_numbers_the_llm_sees(client, fleet):  # noqa: F811
+    data_refs = client.post("/query/data", json=FLEET_QUERY).json()["data"]["references"]
+    body = client.post("/query", json={**FLEET_QUERY, "only_need_context": True, "include_chunk_content": True}).json()
+    refs = body["references"]
+    assert [{k: ref[k] for k in ("reference_id", "file_path")} for ref in refs] == data_refs
+    assert sorted(refs[0]["content"]) == sorted(FLEET)  # both passages of fleet.txt under its one reference
+    listed = body["response"].split("References:\n")[1].splitlines()
+    assert listed == [f"[{ref['reference_id']}] {ref['file_path']}" for ref in refs]  # an answer's [1] is reference "1"
+    assert body["response"].count("\n[1] fleet.txt (chunk-") == 2
+    lines = ndjson(client, FLEET_QUERY)
+    assert lines[0] == {"references": data_refs}

@@ -175,7 +175,7 @@ def test_bad_bodies_are_400_with_ollamas_error(client):  # noqa: F811
 
 def test_missing_key_and_oversized_body_have_ollamas_error(app):  # noqa: F811
     response = httpx.get(f"{app[0]}/api/tags", timeout=30)
-    assert response.status_code == 401 and response.json()["error"].startswith("missing or wrong API key")
+    assert response.status_code == 403 and response.json()["error"].startswith("API Key required")  # as LightRAG's /api
     bearer = httpx.get(f"{app[0]}/api/tags", headers={"Authorization": f"Bearer {API_KEY}"}, timeout=30)
     assert bearer.status_code == 200  # what Open WebUI sends for a connection's key
     big = httpx.post(f"{app[0]}/api/generate", headers={"X-API-Key": API_KEY}, timeout=30,

@@ -1,5 +1,5 @@
-"""The OpenAI-compatible API as the ``openai`` package sees it (issue 14): usage (also as the
-last stream chunk), models list and retrieve, OpenAI-shaped errors whose message the client
+"""The OpenAI-compatible API as the ``openai`` package sees it (issue 14): usage of the keyword
+and answer calls (also as the last stream chunk), models list and retrieve, OpenAI-shaped errors whose message the client
 shows, system messages in the answer prompt, null and list-of-parts content.
 
 Real HTTP against the Serve app of test_serve (its fixtures) and the scripted LLM, which
@@ -15,7 +15,7 @@ import openai
 import pytest
 
 from lightrag_ray.core.tokenizer import count_tokens
-from tests.scripted_llm import ANSWER_PREFIX, ScriptedLLM
+from tests.scripted_llm import ANSWER_PREFIX, ScriptedLLM, answer_for
 from tests.test_serve import API_KEY, app, client, indexed  # noqa: F401 - the app fixtures, reused
 
 QUESTION = [{"role": "user", "content": "Where does Dora Quinn sail from?"}]
@@ -29,24 +29,34 @@ def openai_client(app):  # noqa: F811 - the imported fixture
         yield c
 
 
-def last_answer_call(llm: ScriptedLLM) -> list[dict[str, Any]]:
-    """The messages of the last answer call the scripted LLM received."""
-    return [messages for kind, messages in llm.requests if kind == "answer"][-1]
+def last_answer_call(llm: ScriptedLLM, kind: str = "answer") -> list[dict[str, Any]]:
+    """The messages of the last answer call (or call of ``kind``) the scripted LLM received."""
+    return [messages for seen, messages in llm.requests if seen == kind][-1]
 
 
 def tokens(messages: list[dict[str, Any]]) -> int:
     return sum(count_tokens(m["content"]) for m in messages)
 
 
+def keyword_call_tokens(llm: ScriptedLLM) -> tuple[int, int]:
+    """Prompt and completion tokens of the last keyword-extraction call (its answer is scripted)."""
+    messages = last_answer_call(llm, "keywords")
+    return tokens(messages), count_tokens(answer_for("keywords", messages))
+
+
 # ---- usage ----------------------------------------------------------------------------------
 
-def test_completion_usage_counts_the_answer_call(openai_client, llm, indexed):  # noqa: F811
+def test_completion_usage_counts_the_keyword_and_answer_calls(openai_client, llm, indexed):  # noqa: F811
+    calls = len(llm.requests)
     completion = openai_client.chat.completions.create(model="lightrag-local", messages=QUESTION)
     answer = completion.choices[0].message.content
     assert answer.startswith(ANSWER_PREFIX)
+    assert [kind for kind, _ in llm.requests[calls:]] == ["keywords", "answer"]
+    keyword_prompt, keyword_completion = keyword_call_tokens(llm)
     usage = completion.usage
-    assert usage.prompt_tokens == tokens(last_answer_call(llm)) > 100  # the prompt holds the context
-    assert usage.completion_tokens == count_tokens(answer) > 0
+    assert tokens(last_answer_call(llm)) > 100  # the answer prompt holds the context
+    assert usage.prompt_tokens == keyword_prompt + tokens(last_answer_call(llm)) and keyword_prompt > 0
+    assert usage.completion_tokens == keyword_completion + count_tokens(answer) and keyword_completion > 0
     assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
 
 
@@ -58,8 +68,9 @@ def test_stream_ends_with_a_usage_chunk_when_asked(openai_client, llm, indexed):
     assert answer.startswith(ANSWER_PREFIX) and pieces[-1].choices[0].finish_reason == "stop"
     assert all(c.usage is None for c in pieces)
     assert last.choices == [] and last.id == pieces[0].id
-    assert last.usage.prompt_tokens == tokens(last_answer_call(llm))
-    assert last.usage.completion_tokens == count_tokens(answer)
+    keyword_prompt, keyword_completion = keyword_call_tokens(llm)
+    assert last.usage.prompt_tokens == keyword_prompt + tokens(last_answer_call(llm))
+    assert last.usage.completion_tokens == keyword_completion + count_tokens(answer)
     assert last.usage.total_tokens == last.usage.prompt_tokens + last.usage.completion_tokens
     plain = list(openai_client.chat.completions.create(model="lightrag-local", messages=QUESTION, stream=True))
     assert all(c.choices and c.usage is None for c in plain)
@@ -111,8 +122,9 @@ def test_missing_or_wrong_key_is_openai_401_on_v1_only(app):  # noqa: F811
     wrong = openai.OpenAI(base_url=f"{app[0]}/v1", api_key="wrong", max_retries=0)
     with wrong, pytest.raises(openai.AuthenticationError) as caught:
         wrong.models.list()
-    assert "missing or wrong API key" in str(caught.value) and caught.value.code == "invalid_api_key"
-    assert httpx.get(f"{app[0]}/graph/label/list", timeout=30).json()["detail"].startswith("missing or wrong API key")
+    assert "Invalid API Key" in str(caught.value) and caught.value.code == "invalid_api_key"
+    lightrag = httpx.get(f"{app[0]}/graph/label/list", timeout=30)
+    assert lightrag.status_code == 403 and lightrag.json()["detail"].startswith("API Key required")
 
 
 def test_llm_failure_is_a_server_error_and_a_stream_error(openai_client, llm, indexed):  # noqa: F811

@@ -73,7 +73,7 @@ class QueryLoad:
 
 
 def _names(answer: dict[str, Any]) -> list[str]:
-    return [e["name"] for e in answer["data"]["entities"]]
+    return [e["entity_name"] for e in answer["data"]["entities"]]
 
 
 def _serve_actor(part: str) -> Any:

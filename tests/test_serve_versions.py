@@ -84,5 +84,5 @@ def test_readers_see_the_last_finished_job_while_an_insert_merges(app, llm, ray_
     after = reader_views(client)
     assert {"Fezziwig", "Fred Holywell"} <= set(after["labels"])
     assert {"Fezziwig", "Fred Holywell"} <= {node["id"] for node in after["graph"]["nodes"]}
-    names = {name for r in after["query"]["relationships"] for name in (r["source"], r["target"])}
-    assert "Fezziwig" in names and names > {n for r in before["query"]["relationships"] for n in (r["source"], r["target"])}
+    names = {name for r in after["query"]["relationships"] for name in (r["src_id"], r["tgt_id"])}
+    assert "Fezziwig" in names and names > {n for r in before["query"]["relationships"] for n in (r["src_id"], r["tgt_id"])}

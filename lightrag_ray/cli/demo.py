@@ -46,7 +46,7 @@ def _print_answer(question: str, result: QueryResult, generated: bool) -> None:
             _say(f"   * {relation['source']} <-> {relation['target']}: {_short(relation['description'])}")
     _say("   References:")
     for chunk in result.context.chunks[:4]:
-        _say(f"   [{chunk['ref']}] {Path(chunk['file_path']).name} ({chunk['chunk_id']}): {_short(chunk['text'], 140)}")
+        _say(f"   [{chunk['reference_id']}] {Path(chunk['file_path']).name} ({chunk['chunk_id']}): {_short(chunk['text'], 140)}")
 
 
 async def _answer(session: LocalSession, question: str) -> QueryResult:

@@ -137,6 +137,11 @@ def _parser() -> argparse.ArgumentParser:
                        "default $LIGHTRAG_RAY_API_KEY")
     serve.add_argument("--cors-origins", default="*",
                        help="comma-separated origins browsers may call the API from (LightRAG's CORS_ORIGINS; default *)")
+    serve.add_argument("--input-dir", metavar="PATH",
+                       help="folder POST /documents/scan indexes (LightRAG's INPUT_DIR; default <workspace>/inputs)")
+    serve.add_argument("--webui", nargs="?", const="", metavar="PATH",
+                       help="serve LightRAG's WebUI at /webui (/ redirects there), from PATH (its built folder or a "
+                       "lightrag_hku-*.whl), else the installed lightrag package, else a download of lightrag-hku, cached")
 
     status = sub.add_parser("status", help="show what a workspace holds",
                             description="Documents by status, chunk/entity/relation counts, graph version.")
@@ -267,9 +272,12 @@ def _serve(args: argparse.Namespace) -> int:
         no_llm_message,
     )
     from lightrag_ray.serve.app import API_KEY_ENV, AppArgs, app_settings
+    from lightrag_ray.serve.webui_source import find_webui
 
     origins = [origin.strip() for origin in args.cors_origins.split(",") if origin.strip()]
-    app_args = AppArgs(config=args.config, settings=_overrides(args), api_key=args.api_key, cors_origins=origins)
+    webui = None if args.webui is None else str(find_webui(args.webui))
+    app_args = AppArgs(config=args.config, settings=_overrides(args), api_key=args.api_key, cors_origins=origins,
+                       webui=webui, input_dir=args.input_dir)
     settings = app_settings(app_args)
     check_backend(settings)
     check_workspace_free(settings)
@@ -294,7 +302,8 @@ def _run_server(app_args: AppArgs, settings: Settings, host: str, port: int) -> 
         logging.getLogger("ray.serve").setLevel(logging.WARNING)
     serve.start(http_options={"host": host, "port": port})
     serve.run(build_app(app_args), name="lightrag", route_prefix="/", blocking=False)
-    print(f"serving on http://{host}:{port} (docs at /docs); Ctrl-C stops", file=sys.stderr)
+    webui = f", WebUI at http://{host}:{port}/webui/" if app_args.webui else ""
+    print(f"serving on http://{host}:{port} (docs at /docs{webui}); Ctrl-C stops", file=sys.stderr)
     try:
         while True:
             time.sleep(3600)

@@ -1,7 +1,8 @@
 """Build the query context within token budgets (pure functions, no Ray).
 
-The context has three sections: graph entities, graph relations and numbered source
-passages, followed by a reference list that maps each number to its file and chunk.
+The context has three sections: graph entities, graph relations and source passages,
+followed by a reference list. As in LightRAG, references are per file: passages of one file
+share its number, the files most passages come from numbered first (see file_references).
 Each section is cut to its budget: lines are counted one by one, plus a bound on what the
 line breaks can add, and a section is counted whole only when that bound could pass its
 budget, so budgets hold for the text as the LLM counts it.
@@ -9,6 +10,7 @@ budget, so budgets hold for the text as the LLM counts it.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -27,14 +29,17 @@ class Budgets:
 
 @dataclass
 class QueryContext:
-    """What retrieval found and the text handed to the LLM."""
+    """What retrieval found and the text handed to the LLM: the items kept (each passage with
+    its file's ``reference_id``), the per-file references and, in ``found``, how many entities,
+    relations and chunks there were before the budgets cut them."""
 
     entities: list[dict[str, Any]] = field(default_factory=list)
     relations: list[dict[str, Any]] = field(default_factory=list)
     chunks: list[dict[str, Any]] = field(default_factory=list)
-    references: list[dict[str, Any]] = field(default_factory=list)
+    references: list[dict[str, str]] = field(default_factory=list)
     text: str = ""
     sections: dict[str, str] = field(default_factory=dict)
+    found: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -44,6 +49,7 @@ ENTITY_HEADER = "Entities (knowledge graph):"
 RELATION_HEADER = "Relations (knowledge graph):"
 PASSAGE_HEADER = "Source passages:"
 REFERENCE_HEADER = "References:"
+UNKNOWN_SOURCE = "unknown_source"  # LightRAG's file_path of an item without a file; it gets no reference
 
 
 def _one_line(text: str) -> str:
@@ -59,12 +65,31 @@ def relation_line(relation: dict[str, Any]) -> str:
     return f"- {relation['source']} <-> {relation['target']}{keywords}: {_one_line(relation['description'])}"
 
 
-def passage_block(number: int, chunk: dict[str, Any]) -> str:
-    return f"[{number}] {chunk['file_path']} ({chunk['chunk_id']})\n{chunk['text'].strip()}"
+def passage_head(reference_id: int | str, chunk: dict[str, Any]) -> str:
+    """A passage's first line: its file's reference number (none without one), file and chunk id."""
+    label = f"[{reference_id}] " if reference_id else ""
+    return f"{label}{chunk['file_path']} ({chunk['chunk_id']})"
 
 
-def reference_line(number: int, chunk: dict[str, Any]) -> str:
-    return f"[{number}] {chunk['file_path']} ({chunk['chunk_id']})"
+def passage_block(reference_id: int | str, chunk: dict[str, Any]) -> str:
+    return f"{passage_head(reference_id, chunk)}\n{chunk['text'].strip()}"
+
+
+def reference_line(reference_id: int | str, file_path: str) -> str:
+    return f"[{reference_id}] {file_path}"
+
+
+def has_reference(file_path: str) -> bool:
+    """Whether passages of ``file_path`` get a reference (LightRAG: not without a file)."""
+    return bool(file_path) and file_path != UNKNOWN_SOURCE
+
+
+def file_references(chunks: list[dict[str, Any]]) -> dict[str, str]:
+    """LightRAG's reference numbers ("1", "2", ...), one per file of ``chunks``: the files most
+    passages come from first, ties in order of first appearance."""
+    counts = Counter(c["file_path"] for c in chunks if has_reference(c["file_path"]))
+    ranked = sorted(counts, key=lambda path: -counts[path])  # stable: ties keep their first appearance
+    return {path: str(number) for number, path in enumerate(ranked, start=1)}
 
 
 # Counted whole, ``a + "\n" + b`` has at most one token more than ``a`` and ``"\n" + b``
@@ -112,16 +137,46 @@ def _fit(header: str, items: list[Any], render, budget: int, encoding: str) -> t
 
 
 def passage_cost(number: int, chunk: dict[str, Any], encoding: str) -> int:
-    """A bound on the tokens a passage block and its reference line add, each after a line
-    break. With the chunk's ``text_tokens`` (stored at indexing) the text is not counted again:
-    a line break before a stripped text is one token, and the block's inner break adds at most
-    JOIN_EXCESS."""
-    reference = count_tokens("\n" + reference_line(number, chunk), encoding)  # also the block's first line
+    """A bound on the tokens a passage block adds after a line break, numbered ``number`` or
+    less (a label's tokens never shrink as its number grows). With the chunk's ``text_tokens``
+    (stored at indexing) the text is not counted again: a line break before a stripped text is
+    one token, and the block's inner break adds at most JOIN_EXCESS."""
     if chunk.get("text_tokens") is None:
         block = count_tokens("\n" + passage_block(number, chunk), encoding)
     else:
-        block = reference + int(chunk["text_tokens"]) + 1 + JOIN_EXCESS
-    return block + reference + 2 * JOIN_EXCESS
+        block = count_tokens("\n" + passage_head(number, chunk), encoding) + int(chunk["text_tokens"]) + 1 + JOIN_EXCESS
+    return block + JOIN_EXCESS
+
+
+def _fit_passages(chunks: list[dict[str, Any]], budget: int, encoding: str) -> list[dict[str, Any]]:
+    """The longest prefix of ``chunks`` whose passages and reference list stay within ``budget``:
+    each passage costs its block, the first passage of a file also the file's reference line,
+    all numbered ``len(chunks)``, which no reference number exceeds."""
+    number = len(chunks)
+    kept: list[dict[str, Any]] = []
+    files: set[str] = set()
+    used = count_tokens(PASSAGE_HEADER + "\n\n" + REFERENCE_HEADER, encoding) + 2 * JOIN_EXCESS
+    for chunk in chunks:
+        path = chunk["file_path"]
+        new_file = has_reference(path) and path not in files
+        cost = passage_cost(number, chunk, encoding)
+        if new_file:
+            cost += line_tokens(reference_line(number, path), encoding) + JOIN_EXCESS
+        if used + cost > budget:
+            break
+        kept.append(chunk)
+        used += cost
+        if new_file:
+            files.add(path)
+    return kept
+
+
+def _render_passages(chunks: list[dict[str, Any]], references: list[dict[str, str]]) -> str:
+    if not chunks:
+        return ""
+    passages = "\n".join([PASSAGE_HEADER, *(passage_block(c["reference_id"], c) for c in chunks)])
+    refs = "\n".join([REFERENCE_HEADER, *(reference_line(r["reference_id"], r["file_path"]) for r in references)])
+    return passages + "\n\n" + refs
 
 
 def build_context(
@@ -147,31 +202,11 @@ def build_context(
     )
     left -= relation_tokens + 4  # blank lines between sections
 
-    numbered = list(enumerate(chunks, start=1))
-    # Passages and their references must fit together; each passage costs its block + reference line.
-    kept_c: list[tuple[int, dict[str, Any]]] = []
-    used = count_tokens(PASSAGE_HEADER + "\n\n" + REFERENCE_HEADER, encoding) + 2 * JOIN_EXCESS
-    for number, chunk in numbered:
-        cost = passage_cost(number, chunk, encoding)
-        if used + cost > left:
-            break
-        kept_c.append((number, chunk))
-        used += cost
-
-    def render_passages(items: list[tuple[int, dict[str, Any]]]) -> str:
-        if not items:
-            return ""
-        passages = "\n".join([PASSAGE_HEADER, *(passage_block(n, c) for n, c in items)])
-        refs = "\n".join([REFERENCE_HEADER, *(reference_line(n, c) for n, c in items)])
-        return passages + "\n\n" + refs
-
-    passage_text = render_passages(kept_c)
-
-    sections = {"entities": entity_text, "relations": relation_text, "passages": passage_text}
+    kept_c = _fit_passages(chunks, left, encoding)
+    numbers = file_references(kept_c)
+    chunks_out = [{**c, "reference_id": numbers.get(c["file_path"], "")} for c in kept_c]
+    references = [{"reference_id": number, "file_path": path} for path, number in numbers.items()]
+    sections = {"entities": entity_text, "relations": relation_text, "passages": _render_passages(chunks_out, references)}
     text = "\n\n".join(part for part in sections.values() if part)
-    references = [
-        {"ref": n, "chunk_id": c["chunk_id"], "file_path": c["file_path"], "doc_id": c.get("doc_id", "")}
-        for n, c in kept_c
-    ]
-    chunks_out = [{**c, "ref": n} for n, c in kept_c]
-    return QueryContext(kept_e, kept_r, chunks_out, references, text, sections)
+    found = {"entities": len(entities), "relations": len(relations), "chunks": len(chunks)}
+    return QueryContext(kept_e, kept_r, chunks_out, references, text, sections, found)

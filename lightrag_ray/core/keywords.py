@@ -13,10 +13,12 @@ _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 @dataclass
 class Keywords:
-    """High-level (themes) and low-level (names, terms) keywords of a question."""
+    """High-level (themes) and low-level (names, terms) keywords of a question, and the LLM's
+    answer they were parsed from ("" when no LLM was asked)."""
 
     high: list[str] = field(default_factory=list)
     low: list[str] = field(default_factory=list)
+    answer: str = field(default="", compare=False, repr=False)
 
 
 def _clean(values: object) -> list[str]:

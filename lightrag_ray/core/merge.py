@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import networkx as nx
 
-from lightrag_ray.core.graph_versions import LiveState, PublishedState
+from lightrag_ray.core.graph_versions import LiveState, PublishedState, pair
 from lightrag_ray.core.ids import entity_id, relation_id
 from lightrag_ray.core.shard_views import DESCRIPTION_SEP, ShardView, fragments_hash
 from lightrag_ray.core.summary_bases import SummaryBase, base_of, summary_input
@@ -190,6 +190,24 @@ class ShardGraph:
             if not data["mentions"] and self.graph.degree(key) == 0:
                 self.graph.remove_node(key)
 
+    def drop(self, keys: list[str], pairs: list[tuple[str, str]]) -> None:
+        """Remove the entities ``keys`` with all their relations, and the relations ``pairs``
+        (manual edits); an endpoint left with no mention and no relation goes too."""
+        gone = {k for k in keys if k in self.graph}
+        edges = {pair(a, b) for a, b in pairs if self.graph.has_edge(a, b)}
+        edges |= {pair(k, other) for k in gone for other in self.graph.adj[k]}
+        for a, b in sorted(edges):
+            self._ensure_edge(a, b)
+            self.graph.remove_edge(a, b)
+            self.dirty_edges.add((a, b))
+            self.live.forget_edge(a, b)
+        for key in sorted(gone | {k for edge in edges for k in edge}):
+            if key in gone or (not self.graph.nodes[key]["mentions"] and self.graph.degree(key) == 0):
+                self._ensure_node(key)
+                self.graph.remove_node(key)
+            self.dirty_nodes.add(key)
+            self.live.forget(key)
+
     # ---- reads --------------------------------------------------------------------
     # Readers' (the published graph):
     def export(self) -> dict[str, list[dict[str, Any]]]:
@@ -233,6 +251,20 @@ class ShardGraph:
     def counts(self) -> dict[str, int]:
         """Owned entities and owned relations."""
         return self.live.counts()
+
+    def mention_rows(self, keys: list[str]) -> dict[str, list[Any]]:
+        """What the chunks said about the owned entities ``keys`` (``found``: those held) and
+        about all their relations, as ``apply`` rows, from the live graph."""
+        found = [k for k in dict.fromkeys(keys) if k in self.graph and self.owns(k)]
+        entities = [{"key": key, "chunk_id": chunk, **m._asdict()} for key in found
+                    for chunk, mentions in self.graph.nodes[key]["mentions"].items() for m in mentions]
+        relations = [
+            {"source_key": a, "target_key": b, "source": m.name_a, "target": m.name_b, "chunk_id": chunk,
+             "keywords": m.keywords, "description": m.description, "weight": m.weight, "file_path": m.file_path}
+            for a, b in sorted({pair(k, other) for k in found for other in self.graph.adj[k]})
+            for chunk, mentions in self.graph.edges[a, b]["mentions"].items() for m in mentions
+        ]
+        return {"found": found, "entities": entities, "relations": relations}
 
     # ---- summaries --------------------------------------------------------------
     def _dirty_owned(self) -> Iterator[tuple[str, tuple[str, ...], str, list[str]]]:

@@ -122,9 +122,9 @@ Question: {{question}}"""
 
 _ANSWER_SYSTEM = f"""{ANSWER_HEADING}
 Answer the user's question using only the knowledge base context below: entities and
-relations from a knowledge graph, and numbered source passages.
+relations from a knowledge graph, and source passages numbered by file.
 - Say so plainly when the context does not contain the answer; never invent facts.
-- Cite the passages you rely on with their numbers in square brackets, e.g. [2].
+- Cite the passages you rely on with their file's number in square brackets, e.g. [2].
 - End with a "References" list of the cited numbers and their sources.
 - Write in the language of the question.{{response_type}}{{instructions}}
 

@@ -1,4 +1,5 @@
-"""Subgraph around an entity for graph viewers (LightRAG Server's ``/graphs`` shape)."""
+"""Subgraph around an entity for graph viewers, in LightRAG Server's ``/graphs`` shape and property names
+(``entity_id``, ``entity_type``, ``source_id``/``file_path`` joined with ``<SEP>``, ...)."""
 
 from __future__ import annotations
 
@@ -13,16 +14,35 @@ class GraphReader(Protocol):
     def export(self) -> dict[str, list[dict[str, Any]]]: ...
 
 
+GRAPH_FIELD_SEP = "<SEP>"  # LightRAG's separator of the ids and paths in one graph property
+
+
+def _provenance(record: dict[str, Any]) -> dict[str, str]:
+    """Source chunk ids and file paths as LightRAG stores them: ``<SEP>``-joined strings."""
+    return {"source_id": GRAPH_FIELD_SEP.join(record["source_ids"]),
+            "file_path": GRAPH_FIELD_SEP.join(record["file_paths"])}
+
+
+def entity_properties(entity: dict[str, Any]) -> dict[str, Any]:
+    """An entity view's properties as LightRAG's graph stores them."""
+    return {"entity_id": entity["name"], "entity_type": entity["type"], "description": entity["description"],
+            **_provenance(entity), "degree": entity["degree"]}
+
+
+def relation_properties(relation: dict[str, Any]) -> dict[str, Any]:
+    """A relation view's properties as LightRAG's graph stores them."""
+    return {"weight": relation["weight"], "description": relation["description"], "keywords": relation["keywords"],
+            **_provenance(relation)}
+
+
 def _node(entity: dict[str, Any]) -> dict[str, Any]:
-    props = {k: entity[k] for k in ("name", "type", "description", "source_ids", "file_paths", "degree")}
-    return {"id": entity["name"], "labels": [entity["name"]], "properties": props}
+    return {"id": entity["name"], "labels": [entity["name"]], "properties": entity_properties(entity)}
 
 
 def _edge(relation: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
-    props = {k: relation[k] for k in ("keywords", "description", "weight", "source_ids", "file_paths")}
     return {
         "id": relation["id"], "type": "DIRECTED", "source": names[relation["source_key"]],
-        "target": names[relation["target_key"]], "properties": props,
+        "target": names[relation["target_key"]], "properties": relation_properties(relation),
     }
 
 

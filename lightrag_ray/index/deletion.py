@@ -7,7 +7,7 @@ from typing import Any
 from lightrag_ray.models.embedding import Embedder
 from lightrag_ray.storage import doc_status, manifest
 from lightrag_ray.storage.graph_router import GraphRouter
-from lightrag_ray.storage.vectors import VectorWriter, delete_graph_vectors, graph_vector_items, vector_rows
+from lightrag_ray.storage.vectors import VectorWriter, write_graph_changes
 from lightrag_ray.storage.workspace import Workspace
 
 
@@ -27,12 +27,7 @@ def delete_documents(
     with router.job():  # readers see the graph without these documents once all of it is done
         router.remove_chunks(doomed)
         changes = router.take_changes()
-        items = graph_vector_items(changes)
-        if items:
-            embedded = embedder.embed([item["text"] for item in items])
-            for kind, rows in vector_rows(items, list(embedded)).items():
-                vectors.upsert(kind, rows)
-        delete_graph_vectors(vectors, changes["removed"])
+        write_graph_changes(vectors, embedder.embed, changes)
         vectors.delete("chunks", doomed)
         router.save()
     kept = [row for row in chunk_rows if row["doc_id"] not in wanted]

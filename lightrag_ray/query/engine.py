@@ -106,7 +106,7 @@ class QueryEngine:
             return keywords_without_llm(question), 0
         answer = await self.llm.complete(prompts.keywords_messages(question))
         found = parse_keywords(answer)
-        return Keywords(found.high or [question], found.low or [question]), 1
+        return Keywords(found.high or [question], found.low or [question], answer), 1
 
     # ---- retrieval ------------------------------------------------------------------
     async def _search(self, kind: str, vector: Any, top_k: int) -> list[dict[str, Any]]:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from lightrag_ray.core.context import QueryContext
+from lightrag_ray.core.context import UNKNOWN_SOURCE, QueryContext
+from lightrag_ray.core.subgraph import GRAPH_FIELD_SEP
 from lightrag_ray.query.engine import DEFAULT_MODE, Mode, QueryParam
 
 CHAT_MODEL_PREFIX = "lightrag-"
@@ -84,19 +85,64 @@ class QueryRequest(LightRAGBody):
         """The references an answer carries: None unless asked for, with passages if asked for."""
         if not self.include_references:
             return None
-        return references(context.references, context.chunks if self.include_chunk_content else None)
+        return references(context, with_content=self.include_chunk_content)
 
 
-def references(context_refs: list[dict[str, Any]], passages: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """LightRAG's reference list: number as a string, and the file (plus chunk id); given the
-    context's ``passages``, each reference also gets its passage texts as ``content``."""
-    refs = [{"reference_id": str(r["ref"]), "file_path": r["file_path"], "chunk_id": r["chunk_id"]} for r in context_refs]
-    if passages is not None:
-        texts: dict[str, list[str]] = {}
-        for passage in passages:
-            texts.setdefault(str(passage["ref"]), []).append(passage["text"])
-        refs = [{**ref, "content": texts.get(ref["reference_id"], [])} for ref in refs]
-    return refs
+def references(context: QueryContext, with_content: bool = False) -> list[dict[str, Any]]:
+    """LightRAG's reference list, one per file (``reference_id``, ``file_path``); ``with_content``:
+    each also with the texts of its passages in the context, as ``content``."""
+    if not with_content:
+        return [dict(ref) for ref in context.references]
+    texts: dict[str, list[str]] = {}
+    for chunk in context.chunks:
+        texts.setdefault(chunk["reference_id"], []).append(chunk["text"])
+    return [{**ref, "content": texts.get(ref["reference_id"], [])} for ref in context.references]
+
+
+def _provenance(item: dict[str, Any], numbers: dict[str, str]) -> dict[str, str]:
+    """An entity's or relation's sources as LightRAG gives them: chunk ids and file paths
+    ``<SEP>``-joined, and the reference of its first file that the context cites ("" if none)."""
+    paths = item.get("file_paths") or []
+    return {"source_id": GRAPH_FIELD_SEP.join(item["source_ids"]),
+            "file_path": GRAPH_FIELD_SEP.join(paths) or UNKNOWN_SOURCE,
+            "reference_id": next((numbers[path] for path in paths if path in numbers), "")}
+
+
+def lightrag_entity(entity: dict[str, Any], numbers: dict[str, str]) -> dict[str, Any]:
+    """An entity as LightRAG's ``/query/data`` lists it; ``numbers``: file path -> reference id."""
+    return {"entity_name": entity["name"], "entity_type": entity["type"], "description": entity["description"],
+            **_provenance(entity, numbers)}
+
+
+def lightrag_relation(relation: dict[str, Any], numbers: dict[str, str]) -> dict[str, Any]:
+    """A relation as LightRAG's ``/query/data`` lists it; ``numbers``: file path -> reference id."""
+    return {"src_id": relation["source"], "tgt_id": relation["target"], "description": relation["description"],
+            "keywords": relation["keywords"], "weight": float(relation["weight"]), **_provenance(relation, numbers)}
+
+
+def lightrag_chunk(chunk: dict[str, Any]) -> dict[str, Any]:
+    """A passage as LightRAG's ``/query/data`` lists it, plus its document's ``doc_id``."""
+    return {"content": chunk["text"], "file_path": chunk["file_path"] or UNKNOWN_SOURCE, "chunk_id": chunk["chunk_id"],
+            "reference_id": chunk["reference_id"], "doc_id": chunk.get("doc_id", "")}
+
+
+def lightrag_data(context: QueryContext) -> dict[str, list[dict[str, Any]]]:
+    """``data`` of a ``/query/data`` answer: LightRAG's entities, relationships, chunks and references."""
+    numbers = {ref["file_path"]: ref["reference_id"] for ref in context.references}
+    return {"entities": [lightrag_entity(e, numbers) for e in context.entities],
+            "relationships": [lightrag_relation(r, numbers) for r in context.relations],
+            "chunks": [lightrag_chunk(c) for c in context.chunks], "references": references(context)}
+
+
+def processing_info(context: QueryContext, mode: str) -> dict[str, int]:
+    """LightRAG's ``metadata.processing_info`` counts: found before the token budgets, kept after."""
+    found = context.found
+    chunks = {"final_chunks_count": len(context.chunks)}
+    if mode == "naive":
+        return {"total_chunks_found": found.get("chunks", 0), **chunks}
+    return {"total_entities_found": found.get("entities", 0), "total_relations_found": found.get("relations", 0),
+            "entities_after_truncation": len(context.entities), "relations_after_truncation": len(context.relations),
+            "merged_chunks_count": found.get("chunks", 0), **chunks}
 
 
 class InsertTextRequest(LightRAGBody):
@@ -152,6 +198,117 @@ class DeleteDocRequest(LightRAGBody):
         kept = [what for asked, what in ((self.delete_file, "the uploaded file (delete_file)"),
                                          (self.delete_llm_cache, "the cached LLM extractions (delete_llm_cache)")) if asked]
         return f"; not supported, kept: {' and '.join(kept)}" if kept else ""
+
+
+class ClearCacheRequest(LightRAGBody):
+    """``POST /documents/clear_cache``: no fields (LightRAG 1.5 clears the whole cache; older
+    clients' ``modes`` is ignored)."""
+
+
+class ClearDocumentsResponse(BaseModel):
+    """``DELETE /documents`` (LightRAG's answer; ``busy`` while an insert job runs or is queued)."""
+
+    status: Literal["success", "partial_success", "busy", "fail"]
+    message: str
+
+
+class ClearCacheResponse(BaseModel):
+    """``POST /documents/clear_cache``."""
+
+    status: Literal["success", "fail"]
+    message: str
+
+
+class ScanResponse(BaseModel):
+    """``POST /documents/scan``; ``track_id`` names the insert job of the new files."""
+
+    status: Literal["scanning_started", "scanning_skipped_pipeline_busy"]
+    message: str | None = None
+    track_id: str
+
+
+class ReprocessResponse(BaseModel):
+    """``POST /documents/reprocess_failed``; ``track_id`` names the new insert job ("" when none)."""
+
+    status: Literal["reprocessing_started"]
+    message: str
+    track_id: str = ""
+
+
+class CancelPipelineResponse(BaseModel):
+    """``POST /documents/cancel_pipeline``."""
+
+    status: Literal["cancellation_requested", "not_busy"]
+    message: str
+
+
+def _entity_name(name: str) -> str:
+    """LightRAG's check of a name in a graph edit: not blank, surrounding spaces dropped."""
+    if not name.strip():
+        raise ValueError("Entity name cannot be empty")
+    return name.strip()
+
+
+EntityName = Annotated[str, AfterValidator(_entity_name)]
+
+
+class EntityEditRequest(LightRAGBody):
+    """``POST /graph/entity/edit``; ``updated_data["entity_name"]`` renames."""
+
+    entity_name: EntityName
+    updated_data: dict[str, Any]
+    allow_rename: bool = False
+    allow_merge: bool = Field(False, description="Renaming to an existing entity merges into it.")
+
+    @model_validator(mode="after")
+    def _new_name(self) -> EntityEditRequest:
+        if "entity_name" in self.updated_data:
+            new = self.updated_data["entity_name"]
+            self.updated_data["entity_name"] = _entity_name(new if isinstance(new, str) else "")
+        return self
+
+
+class RelationEditRequest(LightRAGBody):
+    """``POST /graph/relation/edit``: the relation between two entities, either way round."""
+
+    source_id: EntityName
+    target_id: EntityName
+    updated_data: dict[str, Any]
+
+
+class EntityCreateRequest(LightRAGBody):
+    """``POST /graph/entity/create``: ``entity_data`` holds description, entity_type, source_id, file_path."""
+
+    entity_name: EntityName
+    entity_data: dict[str, Any]
+
+
+class RelationCreateRequest(LightRAGBody):
+    """``POST /graph/relation/create``: ``relation_data`` holds description, keywords, weight, source_id, file_path."""
+
+    source_entity: EntityName
+    target_entity: EntityName
+    relation_data: dict[str, Any]
+
+
+class DeleteEntityRequest(LightRAGBody):
+    """``DELETE /graph/entity/delete`` (and ``/documents/delete_entity``)."""
+
+    entity_name: EntityName
+
+
+class DeleteRelationRequest(LightRAGBody):
+    """``DELETE /graph/relation/delete`` (and ``/documents/delete_relation``)."""
+
+    source_entity: EntityName
+    target_entity: EntityName
+
+
+class EntityMergeRequest(LightRAGBody):
+    """``POST /graph/entities/merge``."""
+
+    entities_to_change: list[EntityName] = Field(..., min_length=1, description="Entities merged away.")
+    entity_to_change_into: EntityName = Field(..., description="The entity they become (created if missing).")
 
 
 def chat_mode(model: str) -> str | None:

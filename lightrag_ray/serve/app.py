@@ -34,7 +34,8 @@ from lightrag_ray.serve.api_models import (
     InsertTextRequest,
     InsertTextsRequest,
     QueryRequest,
-    references,
+    lightrag_data,
+    processing_info,
 )
 from lightrag_ray.serve.deployments import (
     SERVING,
@@ -47,14 +48,18 @@ from lightrag_ray.serve.deployments import (
     cause_message,
     llm_failure,
 )
+from lightrag_ray.serve.graph_edit_routes import GraphEditRoutes
+from lightrag_ray.serve.graph_edit_routes import install as install_graph_edit_routes
 from lightrag_ray.serve.http_guard import RequestGuard, has_key
-from lightrag_ray.serve.lightrag_routes import DEFAULT_CORS_ORIGINS, LightRAGRoutes
+from lightrag_ray.serve.lightrag_routes import DEFAULT_CORS_ORIGINS, LightRAGRoutes, busy_response, doc_view, workspace_write
 from lightrag_ray.serve.lightrag_routes import install as install_lightrag_routes
 from lightrag_ray.serve.ollama_routes import OllamaRoutes, ollama_error_body
 from lightrag_ray.serve.ollama_routes import install as install_ollama_routes
-from lightrag_ray.serve.openai_errors import error_body, error_response
+from lightrag_ray.serve.openai_errors import error_body, error_response, is_openai_path
 from lightrag_ray.serve.openai_routes import OpenAIRoutes
 from lightrag_ray.serve.openai_routes import install as install_openai_routes
+from lightrag_ray.serve.webui_routes import WebUIRoutes
+from lightrag_ray.serve.webui_routes import install as install_webui_routes
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph_reader import GraphUnavailableError, ShardReader
 from lightrag_ray.storage.vectors import is_server_uri, open_store
@@ -68,7 +73,8 @@ api = FastAPI(
     description="Graph-based RAG on Ray: LightRAG Server routes and an OpenAI-compatible chat API.",
 )
 api.add_middleware(RequestGuard, settings=lambda: (_GUARD["api_key"], _GUARD["max_body_bytes"]),
-                   error_body=ollama_error_body(error_body))  # OpenAI's error shape on /v1, Ollama's on /api
+                   error_body=ollama_error_body(error_body),  # OpenAI's error shape on /v1, Ollama's on /api
+                   denied_status=lambda path: 401 if is_openai_path(path) else 403)  # each contract's status
 install_openai_routes(api)
 
 
@@ -83,7 +89,9 @@ async def _graph_unavailable(request: Request, exc: GraphUnavailableError) -> JS
 
 
 install_ollama_routes(api)  # after the handlers above: on /api their errors take Ollama's shape
+install_graph_edit_routes(api)
 install_lightrag_routes(api, lambda: _GUARD)  # the WebUI's routes; its CORS wraps every other middleware
+install_webui_routes(api)  # the WebUI itself, when the app is built with one
 
 
 def _insert_response(job: dict[str, Any]) -> InsertResponse:
@@ -101,14 +109,17 @@ def _insert_response(job: dict[str, Any]) -> InsertResponse:
     max_ongoing_requests=64,
 )
 @serve.ingress(api)
-class Ingress(OpenAIRoutes, OllamaRoutes, LightRAGRoutes):
+class Ingress(OpenAIRoutes, OllamaRoutes, LightRAGRoutes, WebUIRoutes, GraphEditRoutes):
     """HTTP front door; stateless, so it scales out."""
 
     def __init__(self, settings: dict[str, Any], embedder: Any, llm: Any, workspace: Any,
-                 api_key: str | None, max_body_bytes: int, cors_origins: tuple[str, ...] = DEFAULT_CORS_ORIGINS) -> None:
+                 api_key: str | None, max_body_bytes: int, cors_origins: tuple[str, ...] = DEFAULT_CORS_ORIGINS,
+                 webui_dir: str | None = None, input_dir: str | None = None) -> None:
         _GUARD.update(api_key=api_key, max_body_bytes=max_body_bytes, cors_origins=list(cors_origins))
+        self.webui_dir = webui_dir
         self.settings = Settings.model_validate(settings)
         self.workspace = workspace
+        self.input_dir = input_dir or f"{self.settings.workspace}/inputs"
         self.embedder = embedder
         self.llm = HandleLLM(llm) if self.settings.llm.backend != "none" else None
         self.query_engine: QueryEngine | None = None
@@ -138,36 +149,41 @@ class Ingress(OpenAIRoutes, OllamaRoutes, LightRAGRoutes):
     # ---- queries ---------------------------------------------------------------------
     @api.post("/query")
     async def query(self, request: QueryRequest) -> dict[str, Any]:
-        """Answer a question (or, with only_need_context, return the context text)."""
+        """Answer a question (or, with only_need_context / only_need_prompt, return the context
+        text / the prompt); ``llm_generated`` says whether the LLM wrote the response."""
+        started = time.perf_counter()
         param = request.param()
         engine = await self._engine()
         context, _, _ = await engine.retrieve(request.query, param)
-        refs = request.answer_references(context)
-        if request.only_need_context:
-            return {"response": context.text, "references": refs}
         messages = engine.answer_messages(request.query, context, param)
-        if request.only_need_prompt:
-            return {"response": "\n\n".join(m["content"] for m in messages), "references": refs}
-        self._need_llm()
-        return {"response": await self.llm.complete(messages), "references": refs}
+        if request.only_need_context or request.only_need_prompt:
+            response = context.text if request.only_need_context else "\n\n".join(m["content"] for m in messages)
+        else:
+            self._need_llm()
+            response = await self.llm.complete(messages)
+        return {"response": response, "references": request.answer_references(context),
+                "response_time": round(time.perf_counter() - started, 3),
+                "llm_generated": not (request.only_need_context or request.only_need_prompt)}
 
     @api.post("/query/stream")
     async def query_stream(self, request: QueryRequest) -> StreamingResponse:
-        """The answer as newline-delimited JSON: references first, then response pieces (one
-        piece with ``stream: false``)."""
+        """The answer as newline-delimited JSON: references first, then response pieces; with
+        ``stream: false`` one line holding the whole answer and the references (LightRAG's)."""
         self._need_llm()
         param = request.param()
         engine = await self._engine()
         context, _, _ = await engine.retrieve(request.query, param)
 
         async def lines() -> AsyncIterator[str]:
-            if request.include_references:
-                yield json.dumps({"references": request.answer_references(context)}) + "\n"
+            refs = request.answer_references(context)
             try:
                 if request.stream is False:
                     answer = await self.llm.complete(engine.answer_messages(request.query, context, param))
-                    yield json.dumps({"response": answer}) + "\n"
+                    yield json.dumps({"response": answer, "llm_generated": True,
+                                      **({"references": refs} if refs is not None else {})}) + "\n"
                     return
+                if refs is not None:
+                    yield json.dumps({"references": refs}) + "\n"
                 async for piece in engine.generate_stream(request.query, context, param):
                     yield json.dumps({"response": piece}) + "\n"
             except LLMError as exc:
@@ -177,22 +193,21 @@ class Ingress(OpenAIRoutes, OllamaRoutes, LightRAGRoutes):
 
     @api.post("/query/data")
     async def query_data(self, request: QueryRequest) -> dict[str, Any]:
-        """Retrieval only: entities, relationships, chunks and references, no generation."""
+        """Retrieval only, in LightRAG's shape: entities, relationships, chunks and per-file
+        references, no generation."""
         started = time.perf_counter()
         engine = await self._engine()
         context, keywords, calls = await engine.retrieve(request.query, request.param())
+        ours = {"llm_calls": calls, "seconds": round(time.perf_counter() - started, 4),
+                "context_tokens_budget": request.max_total_tokens}
         return {
             "status": "success",
-            "message": "context retrieved",
-            "data": {
-                "entities": context.entities, "relationships": context.relations,
-                "chunks": context.chunks, "references": references(context.references),
-            },
+            "message": "Query processed successfully",
+            "data": lightrag_data(context),
             "metadata": {
                 "query_mode": request.mode,
                 "keywords": {"high_level": keywords.high, "low_level": keywords.low},
-                "processing_info": {"llm_calls": calls, "seconds": round(time.perf_counter() - started, 4),
-                                    "context_tokens_budget": request.max_total_tokens},
+                "processing_info": {**processing_info(context, request.mode), **ours},
             },
         }
 
@@ -217,12 +232,16 @@ class Ingress(OpenAIRoutes, OllamaRoutes, LightRAGRoutes):
         """Index an uploaded file (text, records, PDF, DOCX, PPTX, XLSX, HTML) in the background."""
         return await self._submit([(file.filename or "upload.txt", await file.read())], "upload")
 
-    async def _submit(self, files: list[tuple[str, bytes]], prefix: str, as_text: bool = False) -> InsertResponse:
-        from lightrag_ray.serve.workspace_service import InsertRejected
-
+    def _check_inserts(self) -> None:
+        """409 when insert jobs could only fail: no LLM for the ``llm`` extraction mode."""
         if self.settings.llm.backend == "none" and self.settings.extraction.mode == "llm":
             raise HTTPException(409, "inserts are off: this server has no LLM for extraction. Restart it with "
                                      "--llm-base-url http://HOST:PORT/v1, or with --extraction-mode fast (no LLM)")
+
+    async def _submit(self, files: list[tuple[str, bytes]], prefix: str, as_text: bool = False) -> InsertResponse:
+        from lightrag_ray.serve.workspace_service import InsertRejected
+
+        self._check_inserts()
         try:
             job = await self.workspace.submit.remote(files, prefix, as_text)
         except InsertRejected as exc:
@@ -231,8 +250,10 @@ class Ingress(OpenAIRoutes, OllamaRoutes, LightRAGRoutes):
 
     @api.get("/documents")
     async def documents(self) -> dict[str, Any]:
-        """Documents grouped by status."""
-        return await self.workspace.documents.remote()
+        """Documents grouped by status, each in LightRAG's DocStatusResponse shape plus our fields."""
+        found = await self.workspace.documents.remote()
+        statuses = {status: [{**row, **doc_view(row)} for row in rows] for status, rows in found["statuses"].items()}
+        return {**found, "statuses": statuses}
 
     @api.get("/documents/track_status/{track_id}")
     async def track_status(self, track_id: str) -> dict[str, Any]:
@@ -258,14 +279,9 @@ class Ingress(OpenAIRoutes, OllamaRoutes, LightRAGRoutes):
     @api.delete("/documents/delete_document")
     async def delete_document(self, request: DeleteDocRequest) -> dict[str, Any]:
         """Delete documents; entities and relations they shared keep their other sources."""
-        from lightrag_ray.serve.workspace_service import WriteBusy
-
-        try:
-            result = await self.workspace.delete.remote(request.doc_ids)
-        except WriteBusy as exc:
-            cause = getattr(exc, "cause", None) or exc
-            return JSONResponse({"detail": str(cause), "track_id": cause.track_id}, status_code=409,
-                                headers={"Retry-After": "5"})
+        result, busy = await workspace_write(self.workspace.delete.remote(request.doc_ids))
+        if busy is not None:
+            return busy_response(busy)
         if not result["deleted"]:
             raise HTTPException(404, f"none of these documents exist: {', '.join(result['not_found'])}")
         return {"status": "deletion_completed",
@@ -306,6 +322,11 @@ class AppArgs(BaseModel):
     cors_origins: list[str] = Field(
         default_factory=lambda: list(DEFAULT_CORS_ORIGINS),
         description="Origins browsers may call the API from (LightRAG's CORS_ORIGINS; '*': any, without credentials).")
+    webui: str | None = Field(
+        None, description="Folder of LightRAG's built WebUI, served at /webui (lightrag-ray serve --webui finds or "
+        "downloads it); none: no WebUI.")
+    input_dir: str | None = Field(
+        None, description="Folder POST /documents/scan indexes (LightRAG's INPUT_DIR); default <workspace>/inputs.")
     max_body_mb: float = Field(50.0, gt=0, description="Largest request body accepted (413 above).")
     embed_max_batch_size: int = Field(64, gt=0, description="Texts embedded together by the embedder deployment.")
     embed_batch_wait_s: float = Field(0.01, ge=0, description="How long a batch waits to fill.")
@@ -344,4 +365,6 @@ def build_app(args: AppArgs) -> Application:
         ingress = ingress.options(num_replicas=args.ingress_replicas, autoscaling_config=None)
     if args.ingress_max_replicas_per_node is not None:
         ingress = ingress.options(max_replicas_per_node=args.ingress_max_replicas_per_node)
-    return ingress.bind(dumped, embedder, llm, workspace, api_key, int(args.max_body_mb * 1024 * 1024), tuple(args.cors_origins))
+    input_dir = args.input_dir if not args.input_dir or "://" in args.input_dir else str(Path(args.input_dir).resolve())
+    return ingress.bind(dumped, embedder, llm, workspace, api_key, int(args.max_body_mb * 1024 * 1024), tuple(args.cors_origins),
+                        args.webui, input_dir)

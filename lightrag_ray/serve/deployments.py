@@ -213,12 +213,32 @@ class WorkspaceDeployment:
     async def labels(self):
         return await self._call("labels")
 
-    async def submit(self, files: list[tuple[str, bytes]], prefix: str, as_text: bool = False) -> dict[str, Any]:
-        """Queue an insert job; returns it at once (status ``pending`` or ``duplicated``)."""
-        job = await self._call("submit", files, prefix, as_text)
-        if job["status"] != "duplicated":
+    def _queue(self, job: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Run ``job`` in the background if it is waiting to run; returns it."""
+        if job is not None and job["status"] == "pending":
             self.jobs.put_nowait(job["track_id"])
         return job
+
+    async def submit(self, files: list[tuple[str, bytes]], prefix: str, as_text: bool = False) -> dict[str, Any]:
+        """Queue an insert job; returns it at once (status ``pending`` or ``duplicated``)."""
+        return self._queue(await self._call("submit", files, prefix, as_text))
+
+    async def scan(self, folder: str) -> dict[str, Any]:
+        """Queue the new files of ``folder`` as an insert job (WorkspaceService.scan)."""
+        return self._queue(await self._call("scan", folder))
+
+    async def reprocess_failed(self) -> dict[str, Any] | None:
+        """Queue the failed documents again as an insert job (WorkspaceService.reprocess_failed)."""
+        return self._queue(await self._call("reprocess_failed"))
+
+    async def cancel_all(self) -> list[str]:
+        return await self._call("cancel_all")
+
+    async def clear(self) -> dict[str, Any]:
+        return await self._call("clear")
+
+    async def clear_cache(self) -> int:
+        return await self._call("clear_cache")
 
     async def track_status(self, track_id: str):
         return await self._call("track_status", track_id)
@@ -231,6 +251,10 @@ class WorkspaceDeployment:
 
     async def delete(self, doc_ids: list[str]):
         return await self._call("delete", doc_ids)
+
+    async def edit_graph(self, operation: str, *args: Any) -> Any:
+        """A manual graph edit (WorkspaceService.edit_graph)."""
+        return await self._call("edit_graph", operation, *args)
 
     async def health(self):
         return await self._call("health")

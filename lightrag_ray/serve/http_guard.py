@@ -13,7 +13,9 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 ErrorBody = Callable[[str, int, str], dict[str, Any]]  # (path, status, message) -> JSON body
 OPEN_PATHS = frozenset({"/health", "/docs", "/redoc", "/openapi.json",
-                        "/auth-status", "/login"})  # no key needed (the last two hand out a guest token only)
+                        "/auth-status", "/login",  # no key needed (these two hand out a guest token only)
+                        "/", "/webui", "/ui/customization"})  # nor for the WebUI's files and texts
+OPEN_PREFIXES = ("/webui/",)
 
 
 def detail_body(_path: str, _status: int, message: str) -> dict[str, Any]:
@@ -46,16 +48,24 @@ def has_key(headers: dict[bytes, bytes], api_key: str | None) -> bool:
     return not api_key or hmac.compare_digest(presented_key(headers).encode(), api_key.encode())
 
 
+def key_error(headers: dict[bytes, bytes]) -> str:
+    """Why a request's key is refused (LightRAG's wording), and how to send it."""
+    reason = "Invalid API Key" if presented_key(headers) else "API Key required"
+    return f"{reason}: send it as X-API-Key or Authorization: Bearer"
+
+
 class RequestGuard:
-    """Rejects requests without the API key (401) and bodies over ``max_body_bytes`` (413),
-    with the body ``error_body`` gives for the path.
+    """Rejects requests without the API key (the status ``denied_status`` gives for the path:
+    403 as LightRAG Server answers, or 401 as OpenAI does) and bodies over ``max_body_bytes``
+    (413), with the body ``error_body`` gives for the path.
 
     The limit holds for chunked uploads too: the body is counted as the route reads it.
     """
 
     def __init__(self, app: Any, settings: Callable[[], tuple[str | None, int]],
-                 error_body: ErrorBody = detail_body) -> None:
+                 error_body: ErrorBody = detail_body, denied_status: Callable[[str], int] = lambda _path: 403) -> None:
         self.app = app
+        self.denied_status = denied_status
         self.settings = settings  # read per request: the Serve replica sets them after import
         self.error_body = error_body
 
@@ -66,9 +76,10 @@ class RequestGuard:
         api_key, max_body = self.settings()
         headers = dict(scope.get("headers") or [])
         path = route_path(scope)
-        if path not in OPEN_PATHS and not has_key(headers, api_key):
-            message = "missing or wrong API key: send it as X-API-Key or Authorization: Bearer"
-            await _reply(send, 401, self.error_body(path, 401, message), [(b"www-authenticate", b"Bearer")])
+        if path not in OPEN_PATHS and not path.startswith(OPEN_PREFIXES) and not has_key(headers, api_key):
+            status = self.denied_status(path)
+            challenge = ((b"www-authenticate", b"Bearer"),) if status == 401 else ()
+            await _reply(send, status, self.error_body(path, status, key_error(headers)), challenge)
             return
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > max_body:

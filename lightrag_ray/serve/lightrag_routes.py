@@ -1,7 +1,9 @@
 """The routes LightRAG 1.5's WebUI calls beyond the REST core, and its CORS policy:
 ``/auth-status``, ``/login``, ``/documents/paginated``, ``/documents/pipeline_status``,
 ``/documents/status_counts``, ``/graph/label/popular``, ``/graph/label/search`` and
-``/graph/entity/exists``.
+``/graph/entity/exists``; and its document management: ``DELETE /documents`` (clear),
+``/documents/clear_cache``, ``/documents/reprocess_failed``, ``/documents/cancel_pipeline``
+and ``/documents/scan`` (the input folder).
 
 ``LightRAGRoutes`` is mixed into the Serve ingress (which supplies the workspace handle);
 ``install`` puts its routes and the CORS middleware on the app.
@@ -17,14 +19,23 @@ authenticates nothing once an API key is set.
 import base64
 import importlib.metadata
 import json
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
 from fastapi.security import OAuth2PasswordRequestForm
 
-from lightrag_ray.serve.api_models import DocumentsRequest
+from lightrag_ray.serve.api_models import (
+    CancelPipelineResponse,
+    ClearCacheRequest,
+    ClearCacheResponse,
+    ClearDocumentsResponse,
+    DocumentsRequest,
+    ReprocessResponse,
+    ScanResponse,
+)
 
 router = APIRouter()
 VERSION = importlib.metadata.version("lightrag-ray")
@@ -107,10 +118,30 @@ def search_labels(labels: list[str], query: str, limit: int) -> list[str]:
     return hits[:limit]
 
 
+async def workspace_write(call: Awaitable[Any]) -> tuple[Any, Any]:
+    """Await a write of the workspace deployment: ``(result, None)``, or ``(None, the
+    WriteBusy)`` when an insert job holds the workspace."""
+    from lightrag_ray.serve.workspace_service import WriteBusy  # the write path loads in the owner, not here
+
+    try:
+        return await call, None
+    except WriteBusy as exc:
+        return None, getattr(exc, "cause", None) or exc  # Ray's wrapper holds the raised one as ``cause``
+
+
+def busy_response(busy: Any) -> JSONResponse:
+    """409 for a write held off by an insert job: what to wait for, its track id, Retry-After."""
+    return JSONResponse({"detail": str(busy), "track_id": busy.track_id}, status_code=409, headers={"Retry-After": "5"})
+
+
 class LightRAGRoutes:
     """The WebUI's routes, as methods of the Serve ingress class that inherits them."""
 
     workspace: Any  # the workspace deployment's handle
+    input_dir: str  # the folder /documents/scan indexes
+
+    if TYPE_CHECKING:  # provided by the ingress
+        def _check_inserts(self) -> None: ...
 
     @router.get("/auth-status")
     async def auth_status(self, request: Request) -> dict[str, Any]:
@@ -121,6 +152,12 @@ class LightRAGRoutes:
     async def login(self, request: Request, form: OAuth2PasswordRequestForm = Depends()) -> dict[str, Any]:
         """LightRAG's login form; without accounts any name and password get the guest token."""
         return guest_login(request)
+
+    @router.get("/auth/verify")
+    async def verify_credentials(self) -> dict[str, str]:
+        """200 once the guard has let the key through; the WebUI's key dialog reads the 403's
+        ``API Key required`` / ``Invalid API Key`` otherwise."""
+        return {"status": "ok"}
 
     @router.post("/documents/paginated")
     async def documents_paginated(self, request: DocumentsRequest) -> dict[str, Any]:
@@ -152,6 +189,68 @@ class LightRAGRoutes:
     async def entity_exists(self, name: str = Query(..., min_length=1)) -> dict[str, bool]:
         """Whether an entity has exactly this name."""
         return {"exists": name in set(await self.workspace.labels.remote())}
+
+
+    # ---- document management ------------------------------------------------------------
+    @router.delete("/documents")
+    async def clear_documents(self) -> ClearDocumentsResponse:
+        """Delete every document with its graph, vectors and uploaded copy; ``busy`` while an
+        insert job runs or is queued. Files in the input folder and cached extractions stay."""
+        result, busy = await workspace_write(self.workspace.clear.remote())
+        if busy is not None:
+            return ClearDocumentsResponse(status="busy", message=str(busy))
+        return ClearDocumentsResponse(status="success", message=(
+            f"All documents cleared successfully. Deleted {len(result['deleted'])} documents "
+            f"({result['entities_removed']} entities, {result['relations_removed']} relations) and {result['files']} files."))
+
+    @router.post("/documents/clear_cache")
+    async def clear_cache(self, body: ClearCacheRequest | None = None) -> ClearCacheResponse:
+        """Empty the LLM cache (the cached chunk extractions); 409 while an insert job runs."""
+        count, busy = await workspace_write(self.workspace.clear_cache.remote())
+        if busy is not None:
+            return busy_response(busy)
+        return ClearCacheResponse(status="success", message=(
+            f"Successfully cleared all cache: {count} cached chunk extractions (the next insert of their documents "
+            "asks the LLM again); answers are not cached, entity summaries are part of the graph and stay."))
+
+    @router.post("/documents/reprocess_failed")
+    async def reprocess_failed(self) -> ReprocessResponse:
+        """Queue the failed documents again as one insert job, from their uploaded copies."""
+        self._check_inserts()
+        job = await self.workspace.reprocess_failed.remote()
+        if job is None:
+            return ReprocessResponse(status="reprocessing_started", message=(
+                "No failed document with an uploaded copy to reprocess (a file that could not be read is retried "
+                "by uploading or scanning it again once fixed)."))
+        missing = f"; {job['missing']} failed documents have no uploaded copy to retry" if job["missing"] else ""
+        return ReprocessResponse(status="reprocessing_started", track_id=job["track_id"], message=(
+            f"Reprocessing of {len(job['doc_ids'])} documents has been queued; follow them at "
+            f"/documents/track_status/{job['track_id']}{missing}."))
+
+    @router.post("/documents/cancel_pipeline")
+    async def cancel_pipeline(self) -> CancelPipelineResponse:
+        """Cancel every queued and running insert job (``not_busy`` when there is none)."""
+        cancelled = await self.workspace.cancel_all.remote()
+        if not cancelled:
+            return CancelPipelineResponse(status="not_busy", message="Pipeline is not currently running. No cancellation needed.")
+        return CancelPipelineResponse(status="cancellation_requested", message=(
+            f"Pipeline cancellation has been requested for {len(cancelled)} insert job(s) ({', '.join(cancelled)}): "
+            "queued ones will not run, the running one stops after its current extraction batch. Its documents "
+            "will be marked as FAILED."))
+
+    @router.post("/documents/scan")
+    async def scan(self) -> ScanResponse:
+        """Index the input folder's new files as one insert job; files already processed are
+        skipped, unreadable ones become failed documents. Skipped while an insert job runs or is queued."""
+        self._check_inserts()
+        job, busy = await workspace_write(self.workspace.scan.remote(self.input_dir))
+        if busy is not None:
+            return ScanResponse(status="scanning_skipped_pipeline_busy", message=str(busy), track_id=busy.track_id)
+        counts = job["scan"]
+        return ScanResponse(status="scanning_started", track_id=job["track_id"], message=(
+            f"Scanning {self.input_dir}: {counts['queued']} new files queued, {counts['skipped']} known files skipped, "
+            f"{counts['failed']} documents that cannot be read (listed as failed); follow them at "
+            f"/documents/track_status/{job['track_id']}"))
 
 
 class LazyCORS:

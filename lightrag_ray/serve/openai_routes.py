@@ -3,7 +3,8 @@
 ``OpenAIRoutes`` is mixed into the Serve ingress (which supplies the query engine and the
 LLM); ``install`` puts its routes and OpenAI's error shape (openai_errors) on the app.
 A chat answers the last user message from the knowledge graph, the model picking the
-query mode; ``usage`` counts the tokens of the answer call's messages and of the answer.
+query mode; ``usage`` counts the tokens of the keyword-extraction call (when one was made)
+and of the answer call: their messages, and the two answers.
 """
 
 # No `from __future__ import annotations`: FastAPI must see the real types of the route parameters.
@@ -16,6 +17,8 @@ from typing import Any
 from fastapi import APIRouter, FastAPI
 from fastapi.responses import StreamingResponse
 
+from lightrag_ray.core import prompts
+from lightrag_ray.core.keywords import Keywords
 from lightrag_ray.core.tokenizer import count_tokens
 from lightrag_ray.models.llm import LLMError
 from lightrag_ray.query.engine import QueryParam
@@ -49,13 +52,21 @@ def message_tokens(messages: list[dict[str, str]], encoding: str) -> int:
     return sum(count_tokens(m["content"], encoding) for m in messages)
 
 
+def keyword_usage(question: str, keywords: Keywords, llm_calls: int, encoding: str) -> tuple[int, int]:
+    """Prompt and completion tokens of the keyword-extraction call; (0, 0) when none was made."""
+    if not llm_calls:
+        return 0, 0
+    return message_tokens(prompts.keywords_messages(question), encoding), count_tokens(keywords.answer, encoding)
+
+
 def _sse(payload: dict[str, Any]) -> str:
     return f"data: {json.dumps(payload)}\n\n"
 
 
-async def _chunks(pieces: AsyncIterator[str], chunk: dict[str, Any], prompt_tokens: int, encoding: str,
+async def _chunks(pieces: AsyncIterator[str], chunk: dict[str, Any], spent: tuple[int, int], encoding: str,
                   include_usage: bool) -> AsyncIterator[str]:
-    """The answer as OpenAI's SSE chunks: role, content pieces, finish (then usage), [DONE]."""
+    """The answer as OpenAI's SSE chunks: role, content pieces, finish (then usage: ``spent``, the
+    prompt and completion tokens before the answer's, plus the answer's), [DONE]."""
     yield _sse({**chunk, "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]})
     answer = []
     try:
@@ -67,7 +78,7 @@ async def _chunks(pieces: AsyncIterator[str], chunk: dict[str, Any], prompt_toke
     else:
         yield _sse({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
         if include_usage:
-            yield _sse({**chunk, "choices": [], "usage": usage(prompt_tokens, count_tokens("".join(answer), encoding))})
+            yield _sse({**chunk, "choices": [], "usage": usage(spent[0], spent[1] + count_tokens("".join(answer), encoding))})
     yield "data: [DONE]\n\n"
 
 
@@ -100,20 +111,21 @@ class OpenAIRoutes(IngressPart):
             raise OpenAIError(400, str(exc), param="messages") from None
         param = QueryParam(mode=mode, history=history, instructions=instructions)
         engine = await self._engine()
-        context, _, _ = await engine.retrieve(question, param)
+        context, keywords, llm_calls = await engine.retrieve(question, param)
         messages = engine.answer_messages(question, context, param)
         encoding = self.settings.chunking.encoding
-        prompt_tokens = message_tokens(messages, encoding)
+        keyword_prompt, keyword_completion = keyword_usage(question, keywords, llm_calls, encoding)
+        prompt_tokens = keyword_prompt + message_tokens(messages, encoding)
         base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": request.model}
         if request.stream:
             include_usage = bool(request.stream_options and request.stream_options.include_usage)
             chunks = _chunks(self.llm.stream(messages), {**base, "object": "chat.completion.chunk"},
-                             prompt_tokens, encoding, include_usage)
+                             (prompt_tokens, keyword_completion), encoding, include_usage)
             return StreamingResponse(chunks, media_type="text/event-stream")
         answer = await self.llm.complete(messages)
         return {**base, "object": "chat.completion", "choices": [
             {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
-            "usage": usage(prompt_tokens, count_tokens(answer, encoding))}
+            "usage": usage(prompt_tokens, keyword_completion + count_tokens(answer, encoding))}
 
 
 def install(api: FastAPI) -> None:

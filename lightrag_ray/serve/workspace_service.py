@@ -4,12 +4,14 @@ A Milvus Lite file may be opened by one process only, and the graph shards must 
 one writer, so the Serve app keeps exactly one WorkspaceService (in its Workspace
 deployment). It owns the shard actors (query replicas read them directly), answers the
 vector lookups of a Milvus Lite file, runs insert jobs through the same indexing
-pipeline as the CLI (one at a time, in the background) and deletes documents. Insert jobs are recorded under ``tracks/`` in the workspace, so
+pipeline as the CLI (one at a time, in the background), deletes documents (or all of them)
+and queues the new files of the input folder. Insert jobs are recorded under ``tracks/`` in the workspace, so
 a job cut short by a restart is run again when the service comes back.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -17,18 +19,22 @@ import re
 import threading
 import traceback
 import uuid
+from collections.abc import Iterator
 from pathlib import PurePosixPath
 from typing import Any
+
+import pyarrow.fs as pafs
 
 from lightrag_ray.config import Settings
 from lightrag_ray.core.errors import short_error
 from lightrag_ray.core.subgraph import subgraph
 from lightrag_ray.index.deletion import delete_documents
-from lightrag_ray.index.documents import parse_file
+from lightrag_ray.index.documents import list_input_files, parse_file
+from lightrag_ray.index.graph_editor import GraphEditor
 from lightrag_ray.index.pipeline import IndexCancelled, index_paths
 from lightrag_ray.models.embedding import Embedder
 from lightrag_ray.ray_runtime import quiet_ray_data
-from lightrag_ray.storage import doc_status
+from lightrag_ray.storage import doc_status, extraction_cache
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph_router import GraphRouter
 from lightrag_ray.storage.vectors import open_store
@@ -60,6 +66,21 @@ def inbox_name(number: int, name: str, suffix: str) -> str:
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _track_id(prefix: str) -> str:
+    return f"{prefix}_{dt.datetime.now(dt.timezone.utc):%Y%m%d_%H%M%S}_{uuid.uuid4().hex[:8]}"
+
+
+def _filesystem(path: str) -> tuple[pafs.FileSystem, str]:
+    """The filesystem of a local path or URI, and the path inside it."""
+    return pafs.FileSystem.from_uri(path) if "://" in path else (pafs.LocalFileSystem(), path)
+
+
+def _read(path: str) -> bytes:
+    fs, inner = _filesystem(path)
+    with fs.open_input_stream(inner) as src:
+        return src.read()
 
 
 class WorkspaceService:
@@ -99,19 +120,21 @@ class WorkspaceService:
         self.jobs[job["track_id"]] = job
         self.workspace.write_bytes(json.dumps(job).encode(), "tracks", f"{job['track_id']}.json")
 
-    def submit(self, files: list[tuple[str, bytes]], prefix: str = "insert", as_text: bool = False) -> dict[str, Any]:
+    def submit(self, files: list[tuple[str, bytes]], prefix: str = "insert", as_text: bool = False,
+               suffixes: list[str] | None = None) -> dict[str, Any]:
         """Store ``(file name, bytes)`` in the workspace inbox and queue one insert job.
 
         Documents keep the names given (URLs, any script) in their status and references;
-        the type comes from the name's suffix, or is plain text for every file if ``as_text``.
+        the type comes from the name's suffix, or is plain text for every file if ``as_text``,
+        or is the file's entry in ``suffixes`` (one per file) when given.
         Returns the job (``track_id``, ``doc_ids``, ``status``); ``status`` is
         ``duplicated`` when every document is already processed (no job is queued).
         Raises InsertRejected when no file holds a readable document.
         """
-        track_id = f"{prefix}_{dt.datetime.now(dt.timezone.utc):%Y%m%d_%H%M%S}_{uuid.uuid4().hex[:8]}"
+        track_id = _track_id(prefix)
         rows, errors = [], []
-        stored = [inbox_name(number, name, ".txt" if as_text else PurePosixPath(name).suffix.lower())
-                  for number, (name, _) in enumerate(files)]
+        types = suffixes or [".txt" if as_text else PurePosixPath(name).suffix.lower() for name, _ in files]
+        stored = [inbox_name(number, name, suffix) for number, ((name, _), suffix) in enumerate(zip(files, types))]
         for path, (name, data) in zip(stored, files):
             for row in parse_file(path, data, name):
                 (errors if row["error"] else rows).append(row)
@@ -228,17 +251,121 @@ class WorkspaceService:
                              "chunks": 0, "updated": job["updated"], "track_id": job["track_id"]})
         return {"statuses": statuses, "status_counts": {s: len(rows) for s, rows in statuses.items()}}
 
+    @contextlib.contextmanager
+    def _exclusive(self, action: str, idle: bool = False) -> Iterator[None]:
+        """Hold the write lock for ``action`` ("delete", ...); raises WriteBusy at once while an
+        insert job runs, or with ``idle`` also while one is queued."""
+        if not self.write_lock.acquire(blocking=False):
+            running = next((t for t, job in self.jobs.items() if job["status"] == PROCESSING), "")
+            raise WriteBusy(f"an insert job is running ({running}); {action} again once it has finished "
+                            f"(GET /documents/track_status/{running})", running)
+        try:
+            queued = self.unfinished_jobs() if idle else []
+            if queued:
+                raise WriteBusy(f"{len(queued)} insert job(s) queued ({', '.join(queued)}); {action} again once they "
+                                f"have run, or cancel them (POST /documents/cancel_pipeline)", queued[0])
+            yield
+        finally:
+            self.write_lock.release()
+
     def delete(self, doc_ids: list[str]) -> dict[str, Any]:
         """Delete documents; only the entities and relations they touched are re-derived.
         Raises WriteBusy at once while an insert job holds the workspace."""
-        if not self.write_lock.acquire(blocking=False):
-            running = next((t for t, job in self.jobs.items() if job["status"] == PROCESSING), "")
-            raise WriteBusy(f"an insert job is running ({running}); delete again once it has finished "
-                            f"(GET /documents/track_status/{running})", running)
-        try:
+        with self._exclusive("delete"):
             return delete_documents(self.workspace, self.graph, self.vectors, self.embedder, doc_ids)
-        finally:
-            self.write_lock.release()
+
+    # ---- LightRAG's document management: clear, cache, reprocess, cancel all, scan ---------
+    def clear(self) -> dict[str, Any]:
+        """Delete every document (status, chunks, graph, vectors) and the inbox copies; the
+        extraction cache and job records stay. Returns the deletion's counts and ``files``
+        (inbox files removed). Raises WriteBusy while an insert job runs or is queued."""
+        with self._exclusive("clear the documents", idle=True):
+            result = delete_documents(self.workspace, self.graph, self.vectors, self.embedder,
+                                      sorted(doc_status.load(self.workspace)))
+            inbox = self.workspace.path("inbox")
+            listed = self.workspace.fs.get_file_info(pafs.FileSelector(inbox, recursive=True, allow_not_found=True))
+            self.workspace.fs.delete_dir_contents(inbox, missing_dir_ok=True)
+        return {**result, "files": sum(1 for info in listed if info.type == pafs.FileType.File)}
+
+    def clear_cache(self) -> int:
+        """Drop the LLM cache (cached chunk extractions); returns how many there were.
+        Raises WriteBusy while an insert job runs (it writes the cache)."""
+        with self._exclusive("clear the cache"):
+            return extraction_cache.clear(self.workspace)
+
+    def reprocess_failed(self) -> dict[str, Any] | None:
+        """Queue the failed documents again as one insert job, from the inbox copies of the
+        jobs that brought them. Returns the job with ``missing``: failed documents without a
+        copy to retry (unreadable files); None when no failed document has one."""
+        failed = {d for d, row in doc_status.load(self.workspace).items() if row["status"] == doc_status.FAILED}
+        found: set[str] = set()
+        picked: list[tuple[str, bytes, str]] = []
+        for job in list(self.jobs.values()):  # any copy will do: a doc id is its text's hash
+            wanted = failed.intersection(job["doc_ids"]) - found
+            for stored, name in job["files"].items() if wanted else ():
+                data = self.workspace.read_bytes("inbox", job["track_id"], stored) or b""  # gone after a clear
+                ids = {row["doc_id"] for row in parse_file(stored, data, name) if not row["error"]} & wanted
+                if ids:
+                    found |= ids
+                    picked.append((name, data, PurePosixPath(stored).suffix))
+        if not picked:
+            return None
+        job = self.submit([(name, data) for name, data, _ in picked], "reprocess", suffixes=[s for *_, s in picked])
+        return {**job, "missing": len(failed - found)}
+
+    def cancel_all(self) -> list[str]:
+        """Cancel every queued or running insert job; returns their track ids."""
+        unfinished = self.unfinished_jobs()
+        for track_id in unfinished:
+            self.cancel(track_id)
+        return unfinished
+
+    def scan(self, folder: str) -> dict[str, Any]:
+        """Queue the files of ``folder`` (created if missing) that hold documents not yet
+        processed as one insert job, named by their path in the folder. A file that cannot
+        become a document is recorded as a failed document with its error; files whose
+        documents are all known are skipped. Returns the job (``processed`` or ``failed`` when
+        nothing was queued) with ``scan``: the files ``queued`` and ``skipped``, the documents
+        newly ``failed``.
+        Raises WriteBusy while an insert job runs or is queued."""
+        folder = folder.rstrip("/")
+        with self._exclusive("scan", idle=True):
+            fs, inner = _filesystem(folder)
+            fs.create_dir(inner, recursive=True)
+            found = list_input_files([folder], exclude=self.settings.workspace)
+            known = doc_status.load(self.workspace)
+            new: list[tuple[str, bytes]] = []
+            failures: list[dict[str, Any]] = []
+            skipped = 0
+            for path in sorted(found.files + [e["file_path"] for e in found.errors]):
+                name = path[len(folder):].lstrip("/")
+                data = _read(path) if path in found.files else b""  # an unsupported type is not read
+                rows = parse_file(path, data, name)
+                status = [known.get(row["doc_id"], {}).get("status") for row in rows]
+                unread = [row for row, seen in zip(rows, status) if row["error"] and seen != doc_status.FAILED]
+                failures += [{**{k: row[k] for k in ("doc_id", "file_path", "error")}, "status": doc_status.FAILED,
+                              "chunks": 0} for row in unread]
+                if any(not row["error"] and seen != doc_status.PROCESSED for row, seen in zip(rows, status)):
+                    new.append((name, data))
+                elif not unread:
+                    skipped += 1
+            if failures:
+                doc_status.update(self.workspace, failures)
+            errors = [{"file_path": f["file_path"], "error": f["error"]} for f in failures]
+            job = self.submit(new, "scan") if new else {
+                "track_id": _track_id("scan"), "doc_ids": sorted(f["doc_id"] for f in failures), "files": {},
+                "status": doc_status.FAILED if failures else doc_status.PROCESSED, "created": _now(), "errors": [],
+                "report": None}
+            self._save_job({**job, "errors": list({e["file_path"]: e for e in job["errors"] + errors}.values())})
+        counts = {"queued": len(new), "skipped": skipped, "failed": len(failures)}
+        return {**self.jobs[job["track_id"]], "scan": counts}
+
+    # ---- manual graph edits (LightRAG's graph-editing routes) ---------------------------
+    def edit_graph(self, operation: str, *args: Any) -> Any:
+        """Run one GraphEditor operation (``edit_entity``, ``merge_entities``, ...) as a write;
+        raises WriteBusy at once while an insert job runs, GraphEditError for a refused edit."""
+        with self._exclusive("edit the graph"):
+            return getattr(GraphEditor(self.workspace, self.graph, self.vectors, self.embedder), operation)(*args)
 
     def health(self) -> dict[str, Any]:
         """Graph version, counts, models and whether a write is running."""

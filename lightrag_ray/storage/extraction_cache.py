@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from lightrag_ray.config import Settings
 from lightrag_ray.core import prompts
@@ -68,6 +69,17 @@ def write_rows(workspace: Workspace, rows: list[dict[str, Any]]) -> None:
 def load_cache(workspace: Workspace, fingerprint: str) -> dict[str, dict[str, Any]]:
     """chunk_id -> cache row for the current fingerprint."""
     return {r["chunk_id"]: r for r in workspace.read_rows(TABLE) if r["fingerprint"] == fingerprint}
+
+
+def clear(workspace: Workspace) -> int:
+    """Drop every cached extraction (the next run asks the LLM again); returns how many there were."""
+    parts = workspace.list_files(TABLE)
+    count = 0
+    for part in parts:
+        with workspace.fs.open_input_file(part) as src:
+            count += pq.read_metadata(src).num_rows
+        workspace.delete_file(part)
+    return count
 
 
 def compact(workspace: Workspace) -> None:

@@ -102,6 +102,20 @@ def merge_fetch(results: dict[int, dict[str, list[dict[str, Any]]]], keys: list[
     }
 
 
+def merge_mention_rows(results: dict[int, dict[str, list[Any]]]) -> dict[str, list[Any]]:
+    """Found keys and mention rows of all shards; a relation whose two endpoints were both
+    asked for comes from the first shard only."""
+    merged: dict[str, list[Any]] = {"found": [], "entities": [], "relations": []}
+    seen: set[Pair] = set()
+    for shard in sorted(results):
+        part = results[shard]
+        merged["found"] += part["found"]
+        merged["entities"] += part["entities"]
+        merged["relations"] += [r for r in part["relations"] if (r["source_key"], r["target_key"]) not in seen]
+        seen |= {(r["source_key"], r["target_key"]) for r in part["relations"]}
+    return merged
+
+
 def _sorted_pair(pair: Pair) -> Pair:
     a, b = pair
     return (a, b) if a <= b else (b, a)

@@ -14,6 +14,7 @@ from lightrag_ray.config import GraphConfig
 from lightrag_ray.core.records import EntityRecord, RelationRecord
 from lightrag_ray.storage.graph_calls import (
     merge_fetch,
+    merge_mention_rows,
     merge_neighborhood,
     plan_apply,
     plan_fetch,
@@ -119,6 +120,10 @@ class GraphRouter:
         if summaries:
             self._all("add_summaries", summaries, record=True, replicas="all")
 
+    def drop(self, keys: list[str], pairs: list[tuple[str, str]]) -> None:
+        """Remove entities with all their relations, and relations by endpoint keys, on every shard."""
+        self._all("drop", list(keys), [tuple(p) for p in pairs], record=True, replicas="all")
+
     @contextlib.contextmanager
     def job(self) -> Iterator[None]:
         """One write job: readers (``fetch``, ``neighborhood``, ``export``, ``labels``, and
@@ -181,6 +186,12 @@ class GraphRouter:
         ``max_relations`` per shard), asking each owner once."""
         plan = plan_neighborhood(keys, self.num_shards, max_relations)
         return merge_neighborhood(self._call({i: ("neighborhood", args) for i, args in plan.items()}, record=False))
+
+    def mention_rows(self, keys: list[str]) -> dict[str, list[Any]]:
+        """What the chunks said about the entities ``keys`` and all their relations, as ``apply``
+        rows of the live graph (``found``: the keys that exist), asking each owner once."""
+        plan = plan_fetch(keys, [], self.num_shards)
+        return merge_mention_rows(self._call({i: ("mention_rows", (owned,)) for i, (owned, _) in plan.items()}, record=False))
 
     def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> dict[str, list[dict[str, Any]]]:
         """Entities by key and relations by endpoint pair, in the order asked, in one round."""

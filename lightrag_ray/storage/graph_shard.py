@@ -36,6 +36,14 @@ class GraphShard:
         self.graph.remove_chunks(set(chunk_ids))
         return self.incarnation, None
 
+    def drop(self, keys: list[str], pairs: list[tuple[str, str]]) -> tuple[str, None]:
+        self.graph.drop(keys, pairs)
+        return self.incarnation, None
+
+    def mention_rows(self, keys: list[str]) -> tuple[str, dict[str, list[Any]]]:
+        """The live mention rows of the owned entities ``keys`` and their relations."""
+        return self.incarnation, self.graph.mention_rows(keys)
+
     def add_summaries(self, summaries: dict[str, str]) -> tuple[str, None]:
         self.graph.add_summaries(summaries)
         return self.incarnation, None

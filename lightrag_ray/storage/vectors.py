@@ -11,6 +11,7 @@ import json
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -80,6 +81,16 @@ def delete_graph_vectors(writer: VectorWriter, removed_ids: list[str]) -> None:
     """Delete vectors of removed entities (ent-*) and relations (rel-*)."""
     for kind, prefix in (("entities", "ent-"), ("relations", "rel-")):
         writer.delete(kind, [i for i in removed_ids if i.startswith(prefix)])
+
+
+def write_graph_changes(writer: VectorWriter, embed: Callable[[list[str]], Any], changes: dict[str, list[Any]]) -> None:
+    """Bring the vectors in line with a graph change feed (GraphRouter.take_changes): changed
+    entities and relations re-embedded with ``embed``, removed ones deleted."""
+    items = graph_vector_items(changes)
+    if items:
+        for kind, rows in vector_rows(items, list(embed([item["text"] for item in items]))).items():
+            writer.upsert(kind, rows)
+    delete_graph_vectors(writer, changes["removed"])
 
 
 def is_server_uri(uri: str) -> bool:

@@ -1,0 +1,148 @@
+"""LightRAG 1.5's document management routes (issue 14): scan of the input folder, clear
+of all documents, LLM cache clear, reprocess of failed documents, cancel of the pipeline.
+
+Each is called as LightRAG's WebUI calls it (no body, or ``{}`` for clear_cache) and
+answered with the fields and statuses it reads. Real HTTP against the Serve app of
+test_serve (one per module), in ``llm`` extraction mode so that the scripted LLM can make
+documents fail and jobs slow.
+"""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+
+from lightrag_ray.cli.main import _parser
+from lightrag_ray.core.ids import doc_id
+from tests.scripted_llm import ScriptedLLM
+from tests.test_serve import DOC_A, DOC_B, DOC_C, client, run_app, wait_for  # noqa: F401 - client: fixture
+
+DOC_D = "Ezra Pike repairs clocks in Oslo. Ezra Pike sells clocks to Nora Lind in Oslo."
+
+
+@pytest.fixture(scope="module")
+def app(ray_cluster, llm_server, tmp_path_factory):
+    """The app (LLM extraction); yields (base URL, workspace path). Its input folder is the default."""
+    from ray import serve
+
+    root = tmp_path_factory.mktemp("document_routes")
+    yield run_app(root / "ws", llm_server.url, extraction_mode="llm"), root / "ws"
+    serve.shutdown()
+
+
+def statuses(client: httpx.Client) -> dict[str, dict[str, dict]]:  # noqa: F811
+    """Documents by status, then by file path."""
+    return {status: {row["file_path"]: row for row in rows}
+            for status, rows in client.get("/documents").json()["statuses"].items()}
+
+
+def scan(client: httpx.Client) -> dict:  # noqa: F811
+    response = client.post("/documents/scan")  # the WebUI sends no body
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_serve_takes_the_input_folder():
+    assert _parser().parse_args(["serve", "--input-dir", "in"]).input_dir == "in"
+
+
+def test_scan_indexes_new_files_and_records_unreadable_ones(app, client):  # noqa: F811
+    inputs = app[1] / "inputs"  # the default input folder: <workspace>/inputs
+    (inputs / "sub").mkdir(parents=True)
+    (inputs / "acme.txt").write_text(DOC_A)
+    (inputs / "sub" / "london.md").write_text(DOC_B)
+    (inputs / "picture.png").write_bytes(b"\x89PNG")
+    (inputs / "empty.txt").write_text("")
+    started = scan(client)
+    assert started["status"] == "scanning_started" and started["track_id"].startswith("scan_")
+    assert "2 new files queued, 0 known files skipped, 2 documents that cannot be read" in started["message"]
+    assert wait_for(client, started["track_id"])["job_status"] == "processed"
+    docs = statuses(client)
+    assert set(docs["processed"]) == {"acme.txt", "sub/london.md"}
+    assert set(docs["failed"]) == {"picture.png", "empty.txt"}
+    assert docs["failed"]["picture.png"]["error"].startswith("unsupported file type .png")
+    assert "empty" in docs["failed"]["empty.txt"]["error"]
+
+    again = scan(client)  # nothing new: known files are skipped, the unreadable ones stay failed once
+    assert "0 new files queued, 4 known files skipped, 0 documents" in again["message"]
+    assert client.get(f"/documents/track_status/{again['track_id']}").json()["job_status"] == "processed"
+    (inputs / "lisbon.txt").write_text(DOC_C)
+    third = scan(client)
+    job = client.get(f"/documents/track_status/{third['track_id']}").json()
+    assert [d["doc_id"] for d in job["documents"]] == [doc_id(DOC_C)]
+    assert wait_for(client, third["track_id"])["job_status"] == "processed"
+    assert len(statuses(client)["failed"]) == 2
+
+
+def test_a_running_job_makes_writes_busy_and_cancel_pipeline_stops_it(client, llm: ScriptedLLM):  # noqa: F811
+    llm.latency_s = 4.0
+    job = client.post("/documents/text", json={"text": DOC_D, "file_source": "oslo.txt"}).json()
+    deadline = time.monotonic() + 120
+    while not llm.requests and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert client.get(f"/documents/track_status/{job['track_id']}").json()["job_status"] == "processing"
+
+    skipped = scan(client)
+    assert skipped["status"] == "scanning_skipped_pipeline_busy" and skipped["track_id"] == job["track_id"]
+    cleared = client.delete("/documents")
+    assert cleared.status_code == 200 and cleared.json()["status"] == "busy"
+    assert job["track_id"] in cleared.json()["message"]
+    cache = client.post("/documents/clear_cache", json={})
+    assert cache.status_code == 409 and cache.json()["track_id"] == job["track_id"]
+
+    cancel = client.post("/documents/cancel_pipeline")
+    assert cancel.status_code == 200 and cancel.json()["status"] == "cancellation_requested"
+    llm.latency_s = 0.0
+    assert wait_for(client, job["track_id"])["job_status"] == "cancelled"
+    assert "oslo.txt" in statuses(client)["failed"]
+    assert client.post("/documents/cancel_pipeline").json() == {
+        "status": "not_busy", "message": "Pipeline is not currently running. No cancellation needed."}
+
+
+def test_reprocess_failed_reruns_failed_documents_once_the_cause_is_gone(client, llm: ScriptedLLM):  # noqa: F811
+    llm.add_rule(kind="extract", contains="Dora", action="500", times=100)
+    job = client.post("/documents/text", json={"text": DOC_C + " Dora Quinn owns a boat.", "file_source": "boat"}).json()
+    assert wait_for(client, job["track_id"])["job_status"] == "failed"
+    assert "boat" in statuses(client)["failed"]
+    llm.clear_rules()  # the cause is gone
+
+    response = client.post("/documents/reprocess_failed")
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["status"] == "reprocessing_started" and body["track_id"].startswith("reprocess_")
+    assert "2 failed documents have no uploaded copy" in body["message"]  # picture.png, empty.txt
+    done = wait_for(client, body["track_id"])
+    assert done["job_status"] == "processed"
+    assert {d["doc_id"] for d in done["documents"]} == {doc_id(DOC_D), doc_id(DOC_C + " Dora Quinn owns a boat.")}
+    docs = statuses(client)
+    assert {"boat", "oslo.txt"} <= set(docs["processed"]) and set(docs["failed"]) == {"picture.png", "empty.txt"}
+
+    again = client.post("/documents/reprocess_failed").json()
+    assert again["status"] == "reprocessing_started" and again["track_id"] == ""
+
+
+def test_clear_cache_empties_the_llm_cache(app, client):  # noqa: F811
+    cached = app[1] / "extractions"
+    assert list(cached.glob("*.parquet"))
+    response = client.post("/documents/clear_cache", json={})  # the WebUI's body
+    assert response.status_code == 200, response.text
+    assert response.json()["status"] == "success" and "cleared all cache" in response.json()["message"]
+    assert not list(cached.glob("*.parquet"))
+    older = client.post("/documents/clear_cache", json={"modes": ["default"]})  # LightRAG 1.4's body
+    assert older.status_code == 200 and "0 cached chunk extractions" in older.json()["message"]
+
+
+def test_clear_documents_empties_documents_graph_and_vectors(app, client):  # noqa: F811
+    response = client.delete("/documents")  # the WebUI sends no body
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["status"] == "success" and body["message"].startswith("All documents cleared successfully. Deleted 7")
+    assert client.get("/documents").json()["statuses"] == {}
+    assert client.get("/graph/label/list").json() == []
+    data = client.post("/query/data", json={"query": "Who founded Acme Corporation?", "mode": "mix",
+                                            "ll_keywords": ["Alice Smith"], "hl_keywords": ["telescopes"]}).json()["data"]
+    assert data["entities"] == data["relationships"] == data["chunks"] == []
+    assert not [p for p in (app[1] / "inbox").rglob("*") if p.is_file()]
+    assert (app[1] / "inputs" / "acme.txt").exists()  # the input folder's files stay: a scan indexes them again
