@@ -221,7 +221,9 @@ def test_killed_driver_leaves_no_ray_processes(llm, tmp_path):
     """Item 8: after SIGKILL of a driver that started its own local cluster, that cluster's
     processes (GCS, raylet, agents, actors; all inherit the driver's environment) exit too."""
     marker = uuid.uuid4().hex
-    (tmp_path / "a.txt").write_text(DOC_A * 20)
+    # Distinct lines: repeated text makes repeated chunks, extracted once, and the run ended
+    # moments after its actors were up (CI killed a driver already shutting its cluster down).
+    (tmp_path / "a.txt").write_text("\n".join(f"Note {i}: Alice Smith visited harbour {i} on day {i * 7}." for i in range(200)))
     llm.latency_s = 0.5
     driver = subprocess.Popen(
         [*CLI, "index", str(tmp_path / "a.txt"), "--workspace", str(tmp_path / "ws"), "--llm-base-url", llm.url,
@@ -229,16 +231,17 @@ def test_killed_driver_leaves_no_ray_processes(llm, tmp_path):
         env={**ENV, "LIGHTRAG_KILL_TEST": marker}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     actors = {"ray::GraphShard", "ray::EmbedWorker"}
 
-    def started() -> bool:  # extracting, with the run's actors up (a small run's LLM calls may come first)
-        return bool(llm.requests) and actors <= {c.split(".")[0] for c in _processes_with(marker) if c.startswith("ray::")}
+    def started(running: list[str]) -> bool:  # extracting, with the cluster and the run's actors up
+        return (bool(llm.requests) and any("gcs_server" in c for c in running) and any("raylet" in c for c in running)
+                and actors <= {c.split(".")[0] for c in running if c.startswith("ray::")})
 
     deadline = time.monotonic() + 240
-    while not started() and time.monotonic() < deadline and driver.poll() is None:
-        time.sleep(0.2)
-    assert driver.poll() is None, driver.stderr.read()
     running = _processes_with(marker)
-    assert [c for c in running if "gcs_server" in c] and [c for c in running if "raylet" in c], running
-    assert actors <= {c.split(".")[0] for c in running if c.startswith("ray::")}, running
+    while not started(running) and time.monotonic() < deadline and driver.poll() is None:
+        time.sleep(0.2)
+        running = _processes_with(marker)
+    assert driver.poll() is None, driver.stderr.read()
+    assert started(running), running
     driver.kill()
     driver.wait()
     deadline = time.monotonic() + 90  # workers still starting when the raylet died take ~30 s to notice
