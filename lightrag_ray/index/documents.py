@@ -60,6 +60,18 @@ def _inside(path: str, folder: str | None) -> bool:
     return folder is not None and real is not None and (real == folder or real.startswith(folder + os.sep))
 
 
+def input_filesystem(path: str) -> tuple[pafs.FileSystem, str]:
+    """The filesystem of an input path (local, or a URI such as s3://...) and the path inside it."""
+    return pafs.FileSystem.from_uri(path) if "://" in path else (pafs.LocalFileSystem(), path)
+
+
+def read_input(path: str) -> bytes:
+    """The bytes of one input file (local or URI)."""
+    fs, inner = input_filesystem(path)
+    with fs.open_input_stream(inner) as src:
+        return src.read()
+
+
 def list_input_files(paths: list[str], exclude: str | None = None) -> InputFiles:
     """Every file under ``paths`` (files or directories, local or URIs), sorted: supported
     ones to read, others as per-file errors. Hidden files are left out, and so is the
@@ -68,7 +80,7 @@ def list_input_files(paths: list[str], exclude: str | None = None) -> InputFiles
     found = InputFiles()
     skip = _local(exclude) if exclude else None
     for path in paths:
-        fs, inner = pafs.FileSystem.from_uri(path) if "://" in path else (pafs.LocalFileSystem(), path)
+        fs, inner = input_filesystem(path)
         info = fs.get_file_info(inner)
         if info.type == pafs.FileType.NotFound:
             raise FileNotFoundError(f"input not found: {path}")

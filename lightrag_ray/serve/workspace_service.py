@@ -29,7 +29,7 @@ from lightrag_ray.config import Settings
 from lightrag_ray.core.errors import short_error
 from lightrag_ray.core.subgraph import subgraph
 from lightrag_ray.index.deletion import delete_documents
-from lightrag_ray.index.documents import list_input_files, parse_file
+from lightrag_ray.index.documents import input_filesystem, list_input_files, parse_file, read_input
 from lightrag_ray.index.graph_editor import GraphEditor
 from lightrag_ray.index.pipeline import IndexCancelled, index_paths
 from lightrag_ray.models.embedding import Embedder
@@ -70,17 +70,6 @@ def _now() -> str:
 
 def _track_id(prefix: str) -> str:
     return f"{prefix}_{dt.datetime.now(dt.timezone.utc):%Y%m%d_%H%M%S}_{uuid.uuid4().hex[:8]}"
-
-
-def _filesystem(path: str) -> tuple[pafs.FileSystem, str]:
-    """The filesystem of a local path or URI, and the path inside it."""
-    return pafs.FileSystem.from_uri(path) if "://" in path else (pafs.LocalFileSystem(), path)
-
-
-def _read(path: str) -> bytes:
-    fs, inner = _filesystem(path)
-    with fs.open_input_stream(inner) as src:
-        return src.read()
 
 
 class WorkspaceService:
@@ -330,7 +319,7 @@ class WorkspaceService:
         Raises WriteBusy while an insert job runs or is queued."""
         folder = folder.rstrip("/")
         with self._exclusive("scan", idle=True):
-            fs, inner = _filesystem(folder)
+            fs, inner = input_filesystem(folder)
             fs.create_dir(inner, recursive=True)
             found = list_input_files([folder], exclude=self.settings.workspace)
             known = doc_status.load(self.workspace)
@@ -339,7 +328,7 @@ class WorkspaceService:
             skipped = 0
             for path in sorted(found.files + [e["file_path"] for e in found.errors]):
                 name = path[len(folder):].lstrip("/")
-                data = _read(path) if path in found.files else b""  # an unsupported type is not read
+                data = read_input(path) if path in found.files else b""  # an unsupported type is not read
                 rows = parse_file(path, data, name)
                 status = [known.get(row["doc_id"], {}).get("status") for row in rows]
                 unread = [row for row, seen in zip(rows, status) if row["error"] and seen != doc_status.FAILED]
