@@ -6,6 +6,7 @@ cluster (--ray-address). Items refer to the numbered problems of the issue."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -252,7 +254,10 @@ def test_killed_driver_leaves_no_ray_processes(llm, tmp_path):
 
 # ---- item 7: a public bind without a key is warned about --------------------------------
 
-def test_public_serve_without_key_warns_and_stops_cleanly(ray_cluster, tmp_path):
+@contextlib.contextmanager
+def _serve_cli(ray_cluster, tmp_path: Path, *flags: str) -> Iterator[tuple[int, subprocess.Popen, Path]]:
+    """``lightrag-ray serve`` (fast extraction, no API key) in a subprocess on a free port, once
+    /health answers: yields the port, the process and its log; then stops it with Ctrl-C."""
     from ray import serve
 
     port = free_port()
@@ -260,7 +265,7 @@ def test_public_serve_without_key_warns_and_stops_cleanly(ray_cluster, tmp_path)
     with log_path.open("w") as log:
         process = subprocess.Popen(
             [*CLI, "serve", "--host", "0.0.0.0", "--port", str(port), "--workspace", str(tmp_path / "ws"),
-             "--extraction-mode", "fast", "--ray-address", _address(ray_cluster)],
+             "--extraction-mode", "fast", "--ray-address", _address(ray_cluster), *flags],
             env={k: v for k, v in ENV.items() if k != "LIGHTRAG_RAY_API_KEY"}, stdout=log, stderr=subprocess.STDOUT,
             preexec_fn=default_sigint)
     try:
@@ -274,12 +279,18 @@ def test_public_serve_without_key_warns_and_stops_cleanly(ray_cluster, tmp_path)
                     break
             except httpx.HTTPError:
                 time.sleep(1)
+        yield port, process, log_path
         process.send_signal(signal.SIGINT)
         process.wait(timeout=120)
     finally:
         if process.poll() is None:
             process.kill()
         serve.shutdown()
+
+
+def test_public_serve_without_key_warns_and_stops_cleanly(ray_cluster, tmp_path):
+    with _serve_cli(ray_cluster, tmp_path) as (port, process, log_path):
+        pass
     lines = log_path.read_text().splitlines()
     assert lines[0] == (f"warning: listening on 0.0.0.0 without an API key: anyone who can reach port {port} can "
                         "read and change this workspace. Pass --api-key or set LIGHTRAG_RAY_API_KEY.")
@@ -288,3 +299,28 @@ def test_public_serve_without_key_warns_and_stops_cleanly(ray_cluster, tmp_path)
     assert lines[1:] == [f"serving on http://0.0.0.0:{port} (docs at /docs); Ctrl-C stops", "stopping the server"]
     assert process.returncode == 0
 
+
+
+def test_serve_cli_serves_the_webui_folder_and_scans_the_input_dir(ray_cluster, tmp_path):
+    """``serve --webui PATH --input-dir DIR`` end to end: the WebUI's page at / and /webui/, and
+    POST /documents/scan indexing the folder given."""
+    webui = tmp_path / "webui"
+    webui.mkdir()
+    (webui / "index.html").write_text("<html><head><title>WebUI</title></head><body>built WebUI</body></html>")
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "acme.txt").write_text(DOC_A)
+    with _serve_cli(ray_cluster, tmp_path, "--webui", str(webui), "--input-dir", str(inputs)) as (port, _, log_path):
+        base = f"http://127.0.0.1:{port}"
+        page = httpx.get(f"{base}/", follow_redirects=True, timeout=30)
+        assert page.status_code == 200 and "built WebUI" in page.text and str(page.url).endswith("/webui/")
+        started = httpx.post(f"{base}/documents/scan", timeout=60).json()
+        assert started["status"] == "scanning_started", started
+        deadline = time.monotonic() + 180
+        processed: list[str] = []
+        while "acme.txt" not in processed and time.monotonic() < deadline:
+            time.sleep(1)
+            rows = httpx.get(f"{base}/documents", timeout=30).json()["statuses"].get("processed", [])
+            processed = [row["file_path"] for row in rows]
+        assert processed == ["acme.txt"], log_path.read_text()[-2000:]
+    assert f"WebUI at http://0.0.0.0:{port}/webui/" in log_path.read_text()
