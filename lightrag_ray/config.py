@@ -85,7 +85,8 @@ class EmbeddingConfig(_Section):
         8, gt=0, description="Texts per forward pass of a local model, and per request to an embeddings server. "
         "Small batches are fastest on CPU (MiniLM on 2 cores: 8 runs 1.85x faster than 64 on graph texts); a GPU "
         "or a server wants 64-256.")
-    actors: int = Field(1, gt=0, description="Embedding actors started for each indexing run.")
+    actors: int = Field(1, gt=0, description="Embedding actors of an indexing run (the CLI starts them per run; "
+                        "the Serve app keeps its insert jobs' actors between jobs).")
     num_cpus: float = Field(0.5, gt=0, description="CPUs per embedding actor.")
     num_gpus: float = Field(0.0, ge=0, description="GPUs per embedding actor (a fraction shares a GPU); "
                             "set device: cuda with it.")
@@ -111,6 +112,9 @@ class GraphConfig(_Section):
     summary_max_tokens: int = Field(1200, gt=0, description="Summarise a description longer than this.")
     summary_target_tokens: int = Field(300, gt=0, description="Length asked of a summary.")
     max_source_ids: int = Field(300, gt=0, description="Source chunk ids kept per entity/relation.")
+    compaction_ratio: float = Field(
+        0.5, gt=0, description="A shard folds its deltas (one per insert or delete) into a new base once they "
+        "outgrow this share of the base's size; a job that changes this share of a shard's items saves a whole base.")
 
 
 class VectorConfig(_Section):

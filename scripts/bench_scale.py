@@ -12,10 +12,14 @@ Starts its own local Ray cluster (2 CPUs) and measures, in one process:
 2. **add**: the non-LLM time to add one ``--doc-chunks``-chunk document (the next piece of
    *A Christmas Carol*) to the largest graph, sharded ``--add-shards`` ways: ``index_paths``
    in LLM extraction mode against the simulated LLM of ``tests/scripted_llm.py`` at zero
-   latency. First with shards started from the snapshot (cold), then a second document
-   through the same open router (warm); the same two documents on an empty workspace give
-   the fixed-cost baseline. Stage times come from the pipeline's progress lines and from
-   timing every router call.
+   latency. First cold, as the CLI adds it: the run starts the shards from the snapshot
+   (counted in its total), its embedding workers and its vector writer. Then a second
+   document warm, as the Serve app adds it: through the same open shards, embedding workers
+   whose model is loaded and a vector writer kept open (opened before the run, not counted;
+   the time they took is printed). The same two documents on an empty workspace give the
+   fixed-cost baseline. Stage times come from the pipeline's progress lines and from timing
+   every router call. Targets: warm < 5 s, cold < 15 s on the graph; at most two summary
+   requests per description summarised.
 3. **query**: context-only ``retrieve()`` latency per mode on that graph (no LLM: keywords
    come from the question), over ``--questions`` questions each naming an entity of the graph.
 
@@ -90,6 +94,7 @@ from lightrag_ray.core.ids import chunk_id, entity_id  # noqa: E402
 from lightrag_ray.core.names import entity_key  # noqa: E402
 from lightrag_ray.core.records import EntityRecord, RelationRecord  # noqa: E402
 from lightrag_ray.core.tokenizer import count_tokens, get_encoding  # noqa: E402
+from lightrag_ray.index.embedding_pool import EmbeddingPool  # noqa: E402
 from lightrag_ray.index.pipeline import IndexRun, index_paths  # noqa: E402
 from lightrag_ray.models.embedding import make_embedder  # noqa: E402
 from lightrag_ray.query.engine import QueryParam  # noqa: E402
@@ -98,6 +103,7 @@ from lightrag_ray.storage import manifest as manifests  # noqa: E402
 from lightrag_ray.storage.graph_router import GraphRouter  # noqa: E402
 from lightrag_ray.storage.vectors import (  # noqa: E402
     MilvusStore,
+    VectorWriter,
     delete_graph_vectors,
     graph_vector_items,
     open_store,
@@ -121,7 +127,9 @@ CHUNK_CHARS = 5000  # synthetic chunk text, ~1200 tokens
 SUMMARY_CHARS = 1200  # synthetic summary, ~250 tokens
 UPSERT_ROWS = 5000
 SYNTHETIC_RANK, SYNTHETIC_NOISE = 32, 0.2  # principal directions of the synthetic vectors; share of the residual noise
-ADD_TARGET_S, QUERY_TARGET_MS, QUERY_P95_TARGET_MS = 5.0, 100.0, 250.0  # issues 5 and 10
+ADD_TARGET_S, QUERY_TARGET_MS, QUERY_P95_TARGET_MS = 5.0, 100.0, 250.0  # issues 5 and 10 (add: warm)
+COLD_ADD_TARGET_S = 15.0  # issue 12: the CLI adds a document in < 15 s
+COLD, WARM = "cold (CLI)", "warm (Serve app)"  # how an add row's run found its shards, embedder and vector writer
 
 
 STARTED = time.perf_counter()
@@ -292,7 +300,7 @@ class TimedRouter(GraphRouter):
     """A GraphRouter that records (method, start, end) of every call the pipeline makes, and
     what ``take_changes`` returned (the entities and relations whose vectors it rewrote)."""
 
-    TIMED = ("apply", "pending_summaries", "add_summaries", "take_changes", "save", "counts")
+    TIMED = ("apply", "pending_summaries", "add_summaries", "take_changes", "commit", "counts")
 
     def __init__(self, workspace_uri: str, config: GraphConfig) -> None:
         start = time.perf_counter()
@@ -342,7 +350,7 @@ def merge_run(work: Workload, shards: int, workspace: Path, batch_chunks: int,
     if prepare is not None:
         prepare(router, chunk_rows)
     start = time.perf_counter()
-    router.save()
+    router.commit(Workspace(str(workspace)))  # the first commit of a workspace writes a whole base
     save_s = time.perf_counter() - start
     router.close()
     start = time.perf_counter()
@@ -504,7 +512,7 @@ def prepare_workspace(router: GraphRouter, chunk_rows: list[dict[str, Any]], sto
     real = dict(zip((item["id"] for item in named), embedder.embed([item["text"].split("\n", 1)[0] for item in named])))
     shape = EmbeddingShape.fit(embedder, BOOK.read_text(encoding="utf-8"), seed)
     run = IndexRun(settings, progress=None)  # creates the manifest from the settings, as indexing does
-    manifests.record_graph(run.workspace, router.counts(), run.manifest.model_copy(update={"embedding_dim": embedder.dim}))
+    manifests.save(run.workspace, run.manifest.model_copy(update={"embedding_dim": embedder.dim}))  # merge_run commits
     milvus = {}
     for name, store_settings in stores.items():
         milvus[name] = write_vectors(store_settings, vector_parts(items, chunk_rows, real, shape, seed), embedder.dim)
@@ -556,7 +564,7 @@ def stage_times(calls: list[tuple[str, float, float]], progress: list[tuple[floa
     summaries_end = max(last_end.get("pending_summaries", summaries), last_end.get("add_summaries", summaries))
     changes = first.get("take_changes", summaries_end)
     changes_end = last_end.get("take_changes", changes)
-    save = first.get("save", changes_end)
+    save = first.get("commit", changes_end)
     return {
         "read_chunk_s": extracting - index_start,
         "extract_s": summaries - extracting,
@@ -565,14 +573,49 @@ def stage_times(calls: list[tuple[str, float, float]], progress: list[tuple[floa
         "chunk_vectors_wait_s": changes - summaries_end,
         "take_changes_s": changes_end - changes,
         "embed_upsert_s": save - changes_end,
-        "save_s": last_end.get("save", save) - save,
-        "finish_s": end - last_end.get("save", save),
+        "save_s": last_end.get("commit", save) - save,
+        "finish_s": end - last_end.get("commit", save),
     }
 
 
-def add_document(settings: Settings, path: Path, label: str, router: TimedRouter | None,
-                 sim: ScriptedLLM) -> tuple[dict[str, Any], TimedRouter]:
-    """Index one document; with no ``router``, open the shards first (counted in the total)."""
+@dataclass
+class Held:
+    """What the Serve app holds open across inserts: the shards, embedding workers with the model
+    loaded and a vector writer (opened as the pipeline opens its own); seconds each took to open."""
+
+    router: TimedRouter
+    pool: EmbeddingPool
+    vectors: VectorWriter
+    open_s: dict[str, float]
+
+    @classmethod
+    def open(cls, settings: Settings, router: TimedRouter) -> Held:
+        """Start the embedding workers (model loaded) and a vector writer beside ``router``."""
+        started = time.perf_counter()
+        pool = EmbeddingPool(settings.embedding)
+        try:
+            dim = pool.warm_up()
+            loaded = time.perf_counter()
+            vectors = IndexRun(settings, progress=None)._vector_writer(dim)  # the pipeline's own choice of writer
+            vectors.upsert("chunks", [])  # returns once the store is open (a Milvus Lite owner actor is up)
+        except BaseException:
+            pool.close()
+            raise
+        open_s = {"embedding_pool": round(loaded - started, 2), "vectors": round(time.perf_counter() - loaded, 2)}
+        log(f"opened for the warm add (not counted): embedding workers with the model loaded in "
+            f"{open_s['embedding_pool']} s, vector writer in {open_s['vectors']} s")
+        return cls(router, pool, vectors, open_s)
+
+    def close(self) -> None:
+        self.vectors.close()
+        self.pool.close()
+
+
+def add_document(settings: Settings, path: Path, label: str, sim: ScriptedLLM,
+                 held: Held | None = None) -> tuple[dict[str, Any], TimedRouter]:
+    """Index one document. Cold (no ``held``), as the CLI does: the run starts the shards from
+    the snapshot (counted in the total), its embedding workers and its vector writer. Warm:
+    through what ``held`` keeps open, as the Serve app does."""
     progress: list[tuple[float, str]] = []
 
     def say(message: str) -> None:
@@ -582,32 +625,39 @@ def add_document(settings: Settings, path: Path, label: str, router: TimedRouter
     before = manifests.load(Workspace(settings.workspace)).entities
     sim.reset()
     started = time.perf_counter()
-    cold = router is None
-    router = router or TimedRouter(settings.workspace, settings.graph)
+    router = held.router if held else TimedRouter(settings.workspace, settings.graph)
+    opened = {"embedding_pool": held.pool, "vectors": held.vectors} if held else {}
     index_start = time.perf_counter()
-    report = index_paths([str(path)], settings, progress=say, router=router)
+    report = index_paths([str(path)], settings, progress=say, router=router, **opened)
     end = time.perf_counter()
     if report.docs_failed or report.chunks_failed:
         raise RuntimeError(f"indexing {path.name} failed: {report.errors[:2]}")
     requests = sim.snapshot()["counts"]
     stages = stage_times(router.calls, progress, index_start, end)
-    row = {"graph": label, "document": path.stem, "actors": "cold (load snapshot)" if cold else "warm",
+    row = {"graph": label, "document": path.stem, "actors": WARM if held else COLD,
            "open_s": round(index_start - started, 2), **{k: round(v, 2) for k, v in stages.items()},
            "total_s": round(end - started, 2), "chunks": report.chunks, "entities_before": before,
            "entities_after": report.entities, "summaries": report.summaries, "llm_requests": requests,
            "vectors_upserted": report.vectors_upserted, "progress": [(round(t - started, 2), m) for t, m in progress]}
+    if held:
+        row["held_open_s"] = held.open_s
     log(f"add {path.stem} to the {label} graph ({row['actors']}): {row['total_s']} s, LLM requests {requests}")
     return row, router
 
 
 def add_documents(settings: Settings, docs: list[Path], label: str,
                   sim: ScriptedLLM) -> tuple[list[dict[str, Any]], list[dict[str, list[Any]]]]:
-    """The first document with shards started from the snapshot, the second through the same
-    router; (rows, what the router's change feed gave the pipeline)."""
-    first, router = add_document(settings, docs[0], label, None, sim)
+    """The first document cold, as the CLI adds it; the second warm, through the first one's
+    router and an embedding pool and vector writer opened in between (not counted);
+    (rows, what the router's change feed gave the pipeline)."""
+    first, router = add_document(settings, docs[0], label, sim)
+    held = None
     try:
-        second, _ = add_document(settings, docs[1], label, router, sim)
+        held = Held.open(settings, router)
+        second, _ = add_document(settings, docs[1], label, sim, held)
     finally:
+        if held is not None:
+            held.close()
         router.close()
     return [first, second], router.changes
 
@@ -777,8 +827,9 @@ def merge_table(rows: list[dict[str, Any]]) -> str:
 
 
 def add_table(rows: list[dict[str, Any]]) -> str:
-    return markdown(
-        ["graph", "document", "shard actors", "open shards s", "read + chunk s", "extract s (merge s)",
+    """The add rows, then what each warm run found open (opened before it, not counted)."""
+    table = markdown(
+        ["graph", "document", "run", "open shards s", "read + chunk s", "extract s (merge s)",
          "summaries s (n)", "wait for chunk vectors s", "change feed s", "embed graph texts + upsert s",
          "snapshot save s", "finish s", "total s",
          "chunks", "entities before / after", "LLM requests (extract/glean/summary)", "vectors upserted"],
@@ -789,6 +840,10 @@ def add_table(rows: list[dict[str, Any]]) -> str:
           f"{r['entities_before']} / {r['entities_after']}",
           "/".join(str(r["llm_requests"].get(k, 0)) for k in ("extract", "glean", "summary")),
           r["vectors_upserted"]] for r in rows])
+    held = [f"{r['graph']} graph, {WARM}: embedding workers started with the model loaded in "
+            f"{r['held_open_s']['embedding_pool']} s and the vector writer opened in {r['held_open_s']['vectors']} s "
+            "before the run (not counted; the shards are the cold run's)" for r in rows if "held_open_s" in r]
+    return "\n\n".join([table, *held])
 
 
 def query_table(rows: list[dict[str, Any]]) -> str:
@@ -836,20 +891,35 @@ def overlap_table(rows: list[dict[str, Any]]) -> str:
           " / ".join(str(r[f"{k}_identical"]) for k in ID_KINDS), f"{r['identical']}/{r['questions']}"] for r in rows])
 
 
-def targets_table(adds: list[dict[str, Any]], queries: list[dict[str, Any]], info: dict[str, Any]) -> str:
-    """Targets for this graph: add a document in < 5 s, retrieval p50 < 100 ms and p95 < 250 ms
-    (on the first --store)."""
+def met(ok: bool) -> str:
+    return "yes" if ok else "no"
+
+
+def add_targets(adds: list[dict[str, Any]], entities: int) -> list[list[Any]]:
+    """Target rows of the add step: on the graph, warm < ADD_TARGET_S and cold < COLD_ADD_TARGET_S
+    (non-LLM); for every add, at most two summary requests per description it summarised."""
     rows = []
-    graph_adds = [r for r in adds if r["graph"] != "empty"]
-    if graph_adds:
-        measured = " / ".join(f"{r['actors'].split()[0]} {r['total_s']} s" for r in graph_adds)
-        met = "yes" if all(r["total_s"] < ADD_TARGET_S for r in graph_adds) else "no"
-        rows.append([f"add a document to the {info['entities']}-entity graph < {ADD_TARGET_S:g} s (non-LLM)",
-                     measured, met])
+    for r in adds:
+        if r["graph"] != "empty":
+            limit = ADD_TARGET_S if r["actors"] == WARM else COLD_ADD_TARGET_S
+            rows.append([f"add a document to the {entities}-entity graph, {r['actors']}, < {limit:g} s (non-LLM)",
+                         f"{r['total_s']} s", met(r["total_s"] < limit)])
+    for r in adds:
+        requests = r["llm_requests"].get("summary", 0)
+        rows.append([f"summary LLM requests <= 2 x touched over-limit descriptions, {r['graph']} graph, "
+                     f"{r['document']} ({r['actors']})", f"{requests} <= 2 x {r['summaries']}",
+                     met(requests <= 2 * r["summaries"])])
+    return rows
+
+
+def targets_table(adds: list[dict[str, Any]], queries: list[dict[str, Any]], info: dict[str, Any]) -> str:
+    """Targets: adding a document (``add_targets``), retrieval p50 < 100 ms and p95 < 250 ms
+    (on the first --store)."""
+    rows = add_targets(adds, info["entities"])
     for r in queries:
         rows.append([f"context-only retrieval p50 < {QUERY_TARGET_MS:g} ms, p95 < {QUERY_P95_TARGET_MS:g} ms, "
                      f"{r['mode']}", f"{r['p50_ms']} / {r['p95_ms']} ms",
-                     "yes" if r["p50_ms"] < QUERY_TARGET_MS and r["p95_ms"] < QUERY_P95_TARGET_MS else "no"])
+                     met(r["p50_ms"] < QUERY_TARGET_MS and r["p95_ms"] < QUERY_P95_TARGET_MS)])
     return markdown(["target", "measured", "met"], rows)
 
 

@@ -42,6 +42,16 @@ def test_workload_is_deterministic_and_counts_what_it_generates():
     assert again.entities == batches[0].entities and again.relations == batches[0].relations
 
 
+def test_add_targets_hold_warm_and_cold_runs_to_their_limits_and_count_summary_requests():
+    adds = [{"graph": "500-entity", "document": "d1", "actors": bench_scale.COLD, "total_s": 14.0, "summaries": 2,
+             "llm_requests": {"extract": 2, "summary": 5}},
+            {"graph": "500-entity", "document": "d2", "actors": bench_scale.WARM, "total_s": 5.5, "summaries": 0,
+             "llm_requests": {"extract": 2}}]
+    rows = bench_scale.add_targets(adds, 500)
+    assert [(row[1], row[2]) for row in rows] == [("14.0 s", "yes"), ("5.5 s", "no"), ("5 <= 2 x 2", "no"),
+                                                 ("0 <= 2 x 0", "yes")]
+
+
 @pytest.mark.integration  # runs the script in a subprocess with its own Ray cluster
 @pytest.mark.timeout(480)
 def test_bench_scale_prints_tables_with_consistent_counts(tmp_path):
@@ -70,7 +80,8 @@ def test_bench_scale_prints_tables_with_consistent_counts(tmp_path):
     assert merges[2]["relations"] == merges[3]["relations"]  # the graph does not depend on the shard count
 
     first, second = result["add"]
-    assert (first["actors"], second["actors"]) == ("cold (load snapshot)", "warm")
+    assert (first["actors"], second["actors"]) == ("cold (CLI)", "warm (Serve app)")
+    assert "held_open_s" not in first and min(second["held_open_s"].values()) > 0  # the model loaded before the run
     assert first["entities_before"] == 500 and first["entities_after"] > 500
     assert second["entities_before"] == first["entities_after"] <= second["entities_after"]
     stages = ("open_s", "read_chunk_s", "extract_s", "summaries_s", "chunk_vectors_wait_s", "take_changes_s",
@@ -79,7 +90,11 @@ def test_bench_scale_prints_tables_with_consistent_counts(tmp_path):
         assert r["chunks"] == 2 and r["llm_requests"]["extract"] == 2 and r["vectors_upserted"] > 2
         assert all(r[s] >= 0 for s in stages) and 0 <= r["merge_s"] <= r["extract_s"]
         assert abs(sum(r[s] for s in stages) - r["total_s"]) < 0.1  # the stages split the whole run
+        assert r["llm_requests"].get("summary", 0) <= 2 * r["summaries"]
     assert first["open_s"] > 0 and second["open_s"] == 0
+    for target in ("graph, cold (CLI), < 15 s (non-LLM)", "graph, warm (Serve app), < 5 s (non-LLM)",
+                   "summary LLM requests <= 2 x touched over-limit descriptions"):
+        assert target in done.stdout
 
     queries = {r["mode"]: r for r in result["query"]}
     assert list(queries) == ["naive", "local", "global", "hybrid", "mix", "walk"]

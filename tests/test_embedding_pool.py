@@ -1,4 +1,5 @@
-"""The indexing run's embedding actors: every batch comes back, even when a worker dies."""
+"""The indexing run's embedding actors: every batch comes back, even when a worker dies, and
+runs given an open pool (the Serve app's) use its workers and leave them up."""
 
 from __future__ import annotations
 
@@ -6,11 +7,15 @@ import os
 import signal
 
 import numpy as np
+import pytest
 import ray
 
 from lightrag_ray.config import EmbeddingConfig
 from lightrag_ray.index.embedding_pool import EmbeddingPool
+from lightrag_ray.index.pipeline import index_paths
 from lightrag_ray.models.embedding import SentenceTransformerEmbedder
+from lightrag_ray.storage.vectors import open_store
+from tests.test_index_pipeline import DOC_A, DOC_B
 
 TEXTS = [f"Passage {i}: Ebenezer Scrooge counts coins {'again ' * (i % 7)}in London." for i in range(40)]
 
@@ -64,3 +69,36 @@ def _worker_niceness(niceness: int | None) -> int:
 
 def test_background_pool_runs_at_the_niceness_asked(ray_cluster):
     assert (_worker_niceness(None), _worker_niceness(10)) == (15, 10)  # Ray's default, then the job's
+
+
+def _worker_identity(pool: EmbeddingPool) -> tuple[str, int, int]:
+    """(actor id, process id, id of the loaded model object) of the pool's worker."""
+    return ray.get(pool.workers[0].__ray_call__.remote(
+        lambda self: (ray.get_runtime_context().get_actor_id(), os.getpid(), id(self.embedder))))
+
+
+def test_runs_given_a_pool_use_its_worker_and_leave_it_up(ray_cluster, llm, make_settings, tmp_path):
+    settings = make_settings()
+    pool = EmbeddingPool(settings.embedding)
+    try:
+        dim = pool.warm_up()
+        loaded = _worker_identity(pool)
+        reports = []
+        for name, text in (("a.txt", DOC_A), ("b.txt", DOC_B)):
+            (tmp_path / name).write_text(text, encoding="utf-8")
+            reports.append(index_paths([str(tmp_path / name)], settings, progress=None, embedding_pool=pool))
+        assert [(r.docs_new, r.chunks_failed) for r in reports] == [(1, 0), (1, 0)]
+        assert all(r.vectors_upserted > r.chunks for r in reports)  # chunks, entities and relations
+        assert _worker_identity(pool) == loaded and not pool.pending  # same actor, process and model
+        pool.submit(_items([DOC_A, DOC_B]))  # still up for the caller
+        vectors = _collect(pool)
+    finally:
+        pool.close()  # the caller's job: the runs left it open
+    with pytest.raises(RuntimeError, match="closed"):
+        pool.submit(_items(["too late"]))
+    store = open_store(settings, dim)
+    try:
+        hits = store.search("chunks", [vectors["c0"], vectors["c1"]], 1, output_fields=["file_path"])
+    finally:
+        store.close()
+    assert [h[0]["file_path"].rsplit("/", 1)[-1] for h in hits] == ["a.txt", "b.txt"]  # both runs' vectors

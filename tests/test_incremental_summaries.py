@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
+from lightrag_ray.core.names import entity_key
 from lightrag_ray.index.deletion import delete_documents
+from lightrag_ray.index.graph_editor import GraphEditor
 from lightrag_ray.index.pipeline import index_paths
 from lightrag_ray.models.embedding import make_embedder
 from lightrag_ray.storage import doc_status
@@ -74,3 +76,32 @@ def test_new_mentions_update_the_last_summary_and_deleted_text_never_reaches_a_p
     [prompt] = scrooge_prompts(llm)
     assert "secret" not in prompt and "<current_description>" not in prompt  # from the remaining fragments
     assert all(text in prompt for text in [*FIRST, NEW, LATER])
+
+
+def test_a_delete_and_an_entity_merge_summarise_what_they_leave_over_the_limits(ray_cluster, llm, make_settings, tmp_path):
+    settings = make_settings(graph={"summary_max_fragments": 3})
+    index_paths(write_docs(tmp_path / "first", [*FIRST, SECRET]), settings, progress=None)
+    index_paths(write_docs(tmp_path / "marley", ["Jacob Marley rattled his chains.", "Jacob Marley walked the night."]),
+                settings, progress=None)
+    workspace = Workspace(settings.workspace)
+    [secret_doc] = [d for d, row in doc_status.load(workspace).items() if row["file_path"].endswith("first/doc4.txt")]
+    router = GraphRouter(settings.workspace, settings.graph, settings.ray.namespace)
+    embedder = make_embedder(settings.embedding)
+    vectors = open_store(settings, embedder.dim)
+    try:
+        llm.reset()
+        delete_documents(workspace, router, vectors, embedder, [secret_doc], settings)
+        [prompt] = scrooge_prompts(llm)  # the 4 fragments left are over the limit of 3: summarised again
+        assert "secret" not in prompt and all(text in prompt for text in FIRST)
+        scrooge = router.fetch([entity_key("Ebenezer Scrooge")], [])["entities"][0]
+        assert scrooge["description"].startswith("Summary of 4 descriptions")
+
+        llm.reset()
+        GraphEditor(workspace, router, vectors, embedder, settings).merge_entities(["Jacob Marley"], "Ebenezer Scrooge")
+        [prompt] = scrooge_prompts(llm)  # 4 + 2 fragments
+        assert "Jacob Marley rattled his chains" in prompt
+        merged = router.fetch([entity_key("Ebenezer Scrooge")], [])["entities"][0]
+        assert merged["description"].startswith("Summary of") and "Jacob Marley" not in merged["description"][:20]
+    finally:
+        vectors.close()
+        router.close()

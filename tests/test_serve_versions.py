@@ -2,7 +2,8 @@
 item 3: "/graphs shows a running job's half-merged entities").
 
 The app runs over real HTTP on the session's Ray cluster with the scripted LLM (extraction
-mode llm); its latency keeps an insert job running after its first chunks are merged."""
+mode llm); its latency keeps an insert job running after its first chunks are merged. The
+second job also reuses the first one's embedding worker (issue 12: warm inserts)."""
 
 from __future__ import annotations
 
@@ -61,10 +62,21 @@ def live_entities(ray, settings) -> int:
     return sum(counts["entities"] for _, counts in ray.get([s.counts.remote() for s in shards]))
 
 
+def embed_workers() -> list[str]:
+    """Ids of the live EmbedWorker actors (embedding workers of insert jobs), from the GCS (the
+    state API needs the dashboard, which the session's cluster does not start)."""
+    from ray._private import state
+
+    alive = state.actors(actor_state_name="ALIVE").values()
+    return sorted(a["ActorID"] for a in alive if a["ActorClassName"].endswith("EmbedWorker"))
+
+
 def test_readers_see_the_last_finished_job_while_an_insert_merges(app, llm, ray_cluster):
     client, settings = app
     first = client.post("/documents/text", json={"text": DOC_A, "file_source": "a.txt"}).json()
     assert wait_for(client, first["track_id"])["job_status"] == "processed"
+    workers = embed_workers()
+    assert len(workers) == 1  # the workspace owner keeps its jobs' embedding worker (embedding.actors: 1)
     before = reader_views(client)
     published = live_entities(ray_cluster, settings)
     assert published == len(before["labels"]) and "Fezziwig" not in before["labels"]
@@ -81,6 +93,7 @@ def test_readers_see_the_last_finished_job_while_an_insert_merges(app, llm, ray_
 
     llm.latency_s = 0.0
     assert wait_for(client, second["track_id"])["job_status"] == "processed"
+    assert embed_workers() == workers  # the second job started no embedding worker: it used the first one's
     after = reader_views(client)
     assert {"Fezziwig", "Fred Holywell"} <= set(after["labels"])
     assert {"Fezziwig", "Fred Holywell"} <= {node["id"] for node in after["graph"]["nodes"]}

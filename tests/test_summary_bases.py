@@ -110,16 +110,16 @@ def test_snapshots_keep_the_bases_and_older_snapshots_load_without_them(tmp_path
     graph = graph_of([ent("Alice", f"c{i}", desc=f"Alice fact {i}") for i in range(5)],
                      [rel("Alice", "Bob", f"c{i}", desc=f"story {i}") for i in range(4)])
     summarise_all(graph)
-    save_snapshot(workspace, graph)
+    save_snapshot(workspace, graph, 1)
     fresh = ShardGraph(0, 1)
-    load_snapshot(workspace, fresh)
+    load_snapshot(workspace, fresh, 1)
     assert fresh.summary_bases == graph.summary_bases and len(fresh.summary_bases) == 2
     fresh.apply(*rows([ent("Alice", "c7", desc="Alice fact 7")]))
     assert alice(fresh)["base"] == "S(+5)"
 
-    workspace.delete_file(workspace.path("graph", snapshot_folder(0, 1), "summary_bases.parquet"))
+    workspace.delete_file(workspace.path("graph", snapshot_folder(0, 1), "base-0000000001", "summary_bases.parquet"))
     old = ShardGraph(0, 1)
-    load_snapshot(workspace, old)
+    load_snapshot(workspace, old, 1)
     assert old.export() == graph.export() and old.summary_bases == {}
     old.apply(*rows([ent("Alice", "c7", desc="Alice fact 7")]))
     assert alice(old)["base"] == "" and len(alice(old)["fragments"]) == 6

@@ -46,6 +46,23 @@ class RelationMention(NamedTuple):
     name_b: str
 
 
+ENTITY_COLUMNS = ("key", "chunk_id", *EntityMention._fields)
+RELATION_COLUMNS = ("key_a", "key_b", "chunk_id", *RelationMention._fields)
+Columns = dict[str, list[Any]]
+
+
+class GraphRows(NamedTuple):
+    """A shard's state, or what changed in it, as columns of mention rows (ENTITY_COLUMNS,
+    RELATION_COLUMNS) plus summaries and summary bases. In a change set, a row whose
+    ``description`` is None says its (item, chunk) entry is gone, and a base of None that
+    the item has none any more."""
+
+    entities: Columns
+    relations: Columns
+    summaries: dict[str, str]
+    bases: dict[str, SummaryBase | None]
+
+
 class ShardGraph:
     """One shard of the knowledge graph with LightRAG's merge rules.
 
@@ -55,6 +72,10 @@ class ShardGraph:
     as it was, until ``publish`` (they see all of the job's writes) or ``rollback`` (the
     job's writes are undone). The writer's own reads (``entity``, ``relation``, ``counts``,
     summaries, change feed) are of the live graph.
+
+    Persistence is incremental: every write marks the (item, chunk) entries it touched as
+    unsaved, ``changed_rows`` gives their current content (storage writes it as a delta), and
+    ``mark_saved`` starts a new change set once the delta is committed.
     """
 
     def __init__(self, shard: int, num_shards: int, max_source_ids: int = 300) -> None:
@@ -66,6 +87,11 @@ class ShardGraph:
         self.summary_bases: dict[str, SummaryBase] = {}  # item id -> its latest summary (core.summary_bases)
         self.dirty_nodes: set[str] = set()
         self.dirty_edges: set[tuple[str, str]] = set()
+        self.unsaved_nodes: dict[str, set[str]] = {}  # key -> chunk ids changed since the last save
+        self.unsaved_edges: dict[tuple[str, str], set[str]] = {}
+        self.unsaved_summaries: set[str] = set()
+        self.unsaved_bases: set[str] = set()
+        self._counts = {"entities": 0, "relations": 0}  # owned nodes and edges, kept as they change
         self._state = LiveState(self.graph, self.summaries)
         self.live = ShardView(self._state, shard, num_shards, max_source_ids)
         self.published = self.live
@@ -108,6 +134,7 @@ class ShardGraph:
             self._set_base(item, base)
         self.dirty_nodes.update(job.nodes)
         self.dirty_edges.update(job.edges)
+        self._recount()
         self.published.state = self._state
         self.live, self._job = self.published, None
 
@@ -124,13 +151,35 @@ class ShardGraph:
         if self._job is not None:
             self._job.remember_node(key)
         if key not in self.graph:
-            self.graph.add_node(key, mentions={}, owned=self.owns(key))
+            owned = self.owns(key)
+            self.graph.add_node(key, mentions={}, owned=owned)
+            self._counts["entities"] += owned
 
     def _ensure_edge(self, a: str, b: str) -> None:
         if self._job is not None:
             self._job.remember_edge(a, b)
         if not self.graph.has_edge(a, b):
             self.graph.add_edge(a, b, mentions={})
+            self._counts["relations"] += self.owns_edge(a, b)
+
+    def _remove_node(self, key: str) -> None:
+        """Remove a node that has no edges left."""
+        self._counts["entities"] -= self.graph.nodes[key]["owned"]
+        self.graph.remove_node(key)
+
+    def _remove_edge(self, a: str, b: str) -> None:
+        self._counts["relations"] -= self.owns_edge(a, b)
+        self.graph.remove_edge(a, b)
+
+    def _recount(self) -> None:
+        self._counts = {"entities": sum(1 for _, owned in self.graph.nodes(data="owned") if owned),
+                        "relations": sum(1 for a, b in self.graph.edges if self.owns_edge(a, b))}
+
+    def _mark_node(self, key: str, chunks: Any) -> None:
+        self.unsaved_nodes.setdefault(key, set()).update(chunks)
+
+    def _mark_edge(self, a: str, b: str, chunks: Any) -> None:
+        self.unsaved_edges.setdefault(pair(a, b), set()).update(chunks)
 
     def apply(self, entities: list[dict[str, Any]], relations: list[dict[str, Any]]) -> None:
         """Merge entity and relation mention rows (each with key(s), chunk_id, fields).
@@ -144,6 +193,7 @@ class ShardGraph:
             fresh.setdefault((row["key"], row["chunk_id"]), []).append(entry)
         for (key, chunk), mentions in fresh.items():
             self.graph.nodes[key]["mentions"][chunk] = sorted(mentions)
+            self._mark_node(key, (chunk,))
             self.dirty_nodes.add(key)
             self.live.forget(key)
 
@@ -159,6 +209,7 @@ class ShardGraph:
             fresh_edges.setdefault((a, b, row["chunk_id"]), []).append(entry)
         for (a, b, chunk), mentions in fresh_edges.items():
             self.graph.edges[a, b]["mentions"][chunk] = sorted(mentions)
+            self._mark_edge(a, b, (chunk,))
             self._edge_changed(a, b)
 
     def _edge_changed(self, a: str, b: str) -> None:
@@ -172,23 +223,26 @@ class ShardGraph:
         """Drop everything the given chunks said; items left with no mention vanish."""
         for a, b, data in list(self.graph.edges(data=True)):
             a, b = sorted((a, b))
-            if chunk_ids & data["mentions"].keys():
+            dropped = chunk_ids & data["mentions"].keys()
+            if dropped:
                 self._ensure_edge(a, b)
-                for chunk in chunk_ids & data["mentions"].keys():
+                self._mark_edge(a, b, dropped)
+                for chunk in dropped:
                     del data["mentions"][chunk]
                 self._edge_changed(a, b)
                 if not data["mentions"]:
-                    self.graph.remove_edge(a, b)
+                    self._remove_edge(a, b)
         for key, data in list(self.graph.nodes(data=True)):
             dropped = chunk_ids & data["mentions"].keys()
             if dropped or (not data["mentions"] and self.graph.degree(key) == 0):
                 self._ensure_node(key)
+            self._mark_node(key, dropped)
             for chunk in dropped:
                 del data["mentions"][chunk]
                 self.dirty_nodes.add(key)
                 self.live.forget(key)
             if not data["mentions"] and self.graph.degree(key) == 0:
-                self.graph.remove_node(key)
+                self._remove_node(key)
 
     def drop(self, keys: list[str], pairs: list[tuple[str, str]]) -> None:
         """Remove the entities ``keys`` with all their relations, and the relations ``pairs``
@@ -198,13 +252,15 @@ class ShardGraph:
         edges |= {pair(k, other) for k in gone for other in self.graph.adj[k]}
         for a, b in sorted(edges):
             self._ensure_edge(a, b)
-            self.graph.remove_edge(a, b)
+            self._mark_edge(a, b, self.graph.edges[a, b]["mentions"])
+            self._remove_edge(a, b)
             self.dirty_edges.add((a, b))
             self.live.forget_edge(a, b)
         for key in sorted(gone | {k for edge in edges for k in edge}):
             if key in gone or (not self.graph.nodes[key]["mentions"] and self.graph.degree(key) == 0):
                 self._ensure_node(key)
-                self.graph.remove_node(key)
+                self._mark_node(key, self.graph.nodes[key]["mentions"])
+                self._remove_node(key)
             self.dirty_nodes.add(key)
             self.live.forget(key)
 
@@ -249,8 +305,8 @@ class ShardGraph:
         return self.live.relation_fragments(a, b)
 
     def counts(self) -> dict[str, int]:
-        """Owned entities and owned relations."""
-        return self.live.counts()
+        """Owned entities and owned relations (kept up to date by every write)."""
+        return dict(self._counts)
 
     def mention_rows(self, keys: list[str]) -> dict[str, list[Any]]:
         """What the chunks said about the owned entities ``keys`` (``found``: those held) and
@@ -279,6 +335,7 @@ class ShardGraph:
     def _set_base(self, item: str, base: SummaryBase | None) -> None:
         if self._job is not None:
             self._job.remember_base(item, self.summary_bases.get(item))
+        self.unsaved_bases.add(item)
         if base is None:
             self.summary_bases.pop(item, None)
         else:
@@ -307,6 +364,7 @@ class ShardGraph:
         the base of the next summary of the dirty owned items they describe."""
         if self._job is not None:
             self._job.new_summaries.update(h for h in summaries if h not in self.summaries)
+        self.unsaved_summaries.update(summaries)
         self.summaries.update(summaries)
         for _, _, item_id, fragments in self._dirty_owned():
             if fragments_hash(fragments) in summaries:
@@ -336,3 +394,86 @@ class ShardGraph:
         self.dirty_nodes.clear()
         self.dirty_edges.clear()
         return {"entities": upserts_e, "relations": upserts_r, "removed": removed}
+
+    # ---- persistence (storage/graph_snapshot.py) --------------------------------------------
+    def unsaved_share(self) -> float:
+        """Changed items since the last save, as a share of the items held (1.0 when empty)."""
+        held = self.graph.number_of_nodes() + self.graph.number_of_edges()
+        return (len(self.unsaved_nodes) + len(self.unsaved_edges)) / held if held else 1.0
+
+    def changed_rows(self) -> GraphRows:
+        """The current content of every (item, chunk) entry, summary and base changed since
+        the last ``mark_saved`` (a removed entry: one row with description None)."""
+        entities = _entity_rows((key, chunk, self._node_mentions(key, chunk))
+                                for key, chunks in self.unsaved_nodes.items() for chunk in sorted(chunks))
+        relations = _relation_rows((a, b, chunk, self._edge_mentions(a, b, chunk))
+                                   for (a, b), chunks in self.unsaved_edges.items() for chunk in sorted(chunks))
+        summaries = {h: self.summaries[h] for h in self.unsaved_summaries if h in self.summaries}
+        return GraphRows(entities, relations, summaries, {i: self.summary_bases.get(i) for i in self.unsaved_bases})
+
+    def all_rows(self) -> GraphRows:
+        """Everything the shard holds, as rows (a full snapshot)."""
+        entities = _entity_rows((key, chunk, mentions) for key, data in self.graph.nodes(data=True)
+                                for chunk, mentions in data["mentions"].items())
+        relations = _relation_rows((a, b, chunk, mentions) for a, b in (pair(*e) for e in self.graph.edges)
+                                   for chunk, mentions in self.graph.edges[a, b]["mentions"].items())
+        return GraphRows(entities, relations, dict(self.summaries), dict(self.summary_bases))
+
+    def mark_saved(self) -> None:
+        """Start a new change set: what was changed so far is stored."""
+        self.unsaved_nodes, self.unsaved_edges = {}, {}
+        self.unsaved_summaries, self.unsaved_bases = set(), set()
+
+    def load_rows(self, rows: GraphRows) -> None:
+        """Fill an empty shard from a full set of rows in one pass per column set (no
+        per-row ``apply``); nothing counts as changed or unsaved afterwards."""
+        e, r = rows.entities, rows.relations
+        nodes: dict[str, dict[str, list[EntityMention]]] = {}
+        for key, chunk, mention in zip(e["key"], e["chunk_id"], map(
+                EntityMention, e["type"], e["description"], e["file_path"], e["name"])):
+            nodes.setdefault(key, {}).setdefault(chunk, []).append(mention)
+        edges: dict[tuple[str, str], dict[str, list[RelationMention]]] = {}
+        for a, b, chunk, mention in zip(r["key_a"], r["key_b"], r["chunk_id"], map(
+                RelationMention, r["keywords"], r["description"], r["weight"], r["file_path"], r["name_a"], r["name_b"])):
+            edges.setdefault((a, b), {}).setdefault(chunk, []).append(mention)
+        for (a, b) in edges:
+            nodes.setdefault(a, {})
+            nodes.setdefault(b, {})
+        for item in (*nodes.values(), *edges.values()):
+            for mentions in item.values():
+                mentions.sort()
+        self.graph.add_nodes_from((key, {"mentions": m, "owned": self.owns(key)}) for key, m in nodes.items())
+        self.graph.add_edges_from(
+            (a, b, {"mentions": m, "weight": sum(max(x.weight for x in ms) for ms in m.values())})
+            for (a, b), m in edges.items())
+        self.summaries.update(rows.summaries)
+        self.summary_bases.update((item, base) for item, base in rows.bases.items() if base is not None)
+        self._recount()
+
+    def _node_mentions(self, key: str, chunk: str) -> list[EntityMention]:
+        data = self.graph.nodes.get(key)
+        return data["mentions"].get(chunk, []) if data else []
+
+    def _edge_mentions(self, a: str, b: str, chunk: str) -> list[RelationMention]:
+        data = self.graph.get_edge_data(a, b)
+        return data["mentions"].get(chunk, []) if data else []
+
+
+def _entity_rows(entries: Iterator[tuple[str, str, list[EntityMention]]]) -> Columns:
+    """ENTITY_COLUMNS of (key, chunk, mentions) entries; no mentions: one row, description None."""
+    columns: Columns = {name: [] for name in ENTITY_COLUMNS}
+    for key, chunk, mentions in entries:
+        for mention in mentions or [EntityMention(None, None, None, None)]:  # type: ignore[arg-type]
+            for name, value in zip(ENTITY_COLUMNS, (key, chunk, *mention)):
+                columns[name].append(value)
+    return columns
+
+
+def _relation_rows(entries: Iterator[tuple[str, str, str, list[RelationMention]]]) -> Columns:
+    """RELATION_COLUMNS of (a, b, chunk, mentions) entries; no mentions: one row, description None."""
+    columns: Columns = {name: [] for name in RELATION_COLUMNS}
+    for a, b, chunk, mentions in entries:
+        for mention in mentions or [RelationMention(None, None, None, None, None, None)]:  # type: ignore[arg-type]
+            for name, value in zip(RELATION_COLUMNS, (a, b, chunk, *mention)):
+                columns[name].append(value)
+    return columns

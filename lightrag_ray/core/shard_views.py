@@ -177,10 +177,6 @@ class ShardView:
         """Display names of the owned entities."""
         return [self.display_name(k) for k in self._owned_keys()]
 
-    def counts(self) -> dict[str, int]:
-        """Owned entities and owned relations."""
-        return {"entities": len(self._owned_keys()), "relations": sum(1 for e in self.state.pairs() if self.owns_edge(*e))}
-
     def fetch(self, keys: list[str], pairs: list[Pair]) -> dict[str, list[dict[str, Any]]]:
         """Merged views of the owned entities ``keys`` and owned relations ``pairs``."""
         return {

@@ -4,20 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from lightrag_ray.config import Settings
+from lightrag_ray.index.local_stages import summarize_changed
 from lightrag_ray.models.embedding import Embedder
-from lightrag_ray.storage import doc_status, manifest
+from lightrag_ray.storage import doc_status
 from lightrag_ray.storage.graph_router import GraphRouter
 from lightrag_ray.storage.vectors import VectorWriter, write_graph_changes
 from lightrag_ray.storage.workspace import Workspace
 
 
 def delete_documents(
-    workspace: Workspace, router: GraphRouter, vectors: VectorWriter, embedder: Embedder, doc_ids: list[str]
+    workspace: Workspace, router: GraphRouter, vectors: VectorWriter, embedder: Embedder, doc_ids: list[str],
+    settings: Settings | None = None,
 ) -> dict[str, Any]:
     """Remove documents from status, chunks, graph and vectors in one pass.
 
     Entities and relations that other chunks also mention keep those mentions (and are
-    re-embedded with their new description); those left with none disappear.
+    re-embedded with their new description, summarised again through ``settings``' LLM when
+    still over the limits); those left with none disappear.
     """
     docs = doc_status.load(workspace)
     missing = [d for d in doc_ids if d not in docs]
@@ -26,17 +30,18 @@ def delete_documents(
     doomed = sorted({row["chunk_id"] for row in chunk_rows if row["doc_id"] in wanted})
     with router.job():  # readers see the graph without these documents once all of it is done
         router.remove_chunks(doomed)
+        if settings is not None:
+            summarize_changed(settings, router)
         changes = router.take_changes()
         write_graph_changes(vectors, embedder.embed, changes)
         vectors.delete("chunks", doomed)
-        router.save()
+        router.commit(workspace)
     kept = [row for row in chunk_rows if row["doc_id"] not in wanted]
     old_parts = workspace.list_files("chunks")
     workspace.append_rows(list({row["chunk_id"]: row for row in kept}.values()), "chunks")
     for part in old_parts:
         workspace.delete_file(part)
     doc_status.remove(workspace, wanted)
-    manifest.record_graph(workspace, router.counts())
     return {
         "deleted": sorted(wanted), "not_found": missing, "chunks": len(doomed),
         "entities_removed": sum(1 for i in changes["removed"] if i.startswith("ent-")),

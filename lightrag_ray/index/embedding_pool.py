@@ -1,14 +1,17 @@
-"""Embedding actors that live for one indexing run.
+"""Embedding actors for indexing runs.
 
 A Ray Data actor pool lives for one dataset, but a run has texts to embed at two moments:
 the chunks as soon as they are cut, the entities and relations once they are merged and
 summarised. So the embedders are actors started at the beginning of the run: the model
 loads while the LLM works, chunk vectors are computed during extraction, and the graph
-texts go out sorted by length (little padding) the moment the graph is final.
+texts go out sorted by length (little padding) the moment the graph is final. A caller that
+runs many inserts (the Serve app) keeps one pool open and gives each run a ``lease`` of it,
+so the model loads once.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,6 +41,7 @@ class EmbeddingPool:
 
     A worker that dies is restarted by Ray and its pending batches are retried there.
     ``niceness``: the workers' niceness (None: Ray's default; see ``niceness_options``).
+    ``owner``: whether ``close`` kills the workers (False for a ``lease``).
     """
 
     def __init__(self, config: EmbeddingConfig, niceness: int | None = None) -> None:
@@ -51,9 +55,26 @@ class EmbeddingPool:
         self.max_in_flight = 2 * len(self.workers)  # one running and one queued per worker
         self.pending: dict[ray.ObjectRef, list[Item]] = {}
         self._turn = 0
+        self.owner = True
+
+    def lease(self) -> EmbeddingPool:
+        """A view of this pool for one run: the same workers, its own pending batches. Closing
+        it forgets its batches and leaves the workers up, so a run that failed with batches in
+        flight hands none of them to the next run."""
+        view = copy.copy(self)
+        view.pending, view.owner = {}, False
+        return view
+
+    def warm_up(self) -> int:
+        """Wait until every worker has loaded its model (each embeds one short text); returns
+        the vectors' dimension."""
+        vectors = ray.get([worker.embed.remote(["warm up"]) for worker in self.workers])
+        return int(vectors[0].shape[1])
 
     def submit(self, items: list[Item]) -> None:
         """Queue ``items`` for embedding, shortest texts first, spread over the workers."""
+        if not self.workers:
+            raise RuntimeError("this embedding pool is closed: open a new EmbeddingPool, or lease an open one")
         ordered = sorted(items, key=lambda item: len(item["text"]))
         for start in range(0, len(ordered), self.batch_size):
             batch = ordered[start : start + self.batch_size]
@@ -70,6 +91,8 @@ class EmbeddingPool:
                 yield self.pending.pop(ref), ray.get(ref)
 
     def close(self) -> None:
-        for worker in self.workers:
-            ray.kill(worker)
+        """Kill the workers (a lease: only forget its batches); the pool cannot be used after."""
+        if self.owner:
+            for worker in self.workers:
+                ray.kill(worker)
         self.workers, self.pending = [], {}

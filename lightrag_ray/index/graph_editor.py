@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from lightrag_ray.config import Settings
 from lightrag_ray.core.manual_edits import (
     ENTITY_FIELDS,
     MANUAL_SOURCE,
@@ -29,8 +30,8 @@ from lightrag_ray.core.manual_edits import (
 )
 from lightrag_ray.core.names import entity_key, normalize_name
 from lightrag_ray.core.subgraph import entity_properties, relation_properties
+from lightrag_ray.index.local_stages import summarize_changed
 from lightrag_ray.models.embedding import Embedder
-from lightrag_ray.storage import manifest
 from lightrag_ray.storage.graph_router import GraphRouter
 from lightrag_ray.storage.vectors import VectorWriter, write_graph_changes
 from lightrag_ray.storage.workspace import Workspace
@@ -46,22 +47,27 @@ def _name(name: str, what: str = "Entity") -> str:
 class GraphEditor:
     """Edit, create, delete and merge entities and relations of one workspace."""
 
-    def __init__(self, workspace: Workspace, router: GraphRouter, vectors: VectorWriter, embedder: Embedder) -> None:
+    def __init__(self, workspace: Workspace, router: GraphRouter, vectors: VectorWriter, embedder: Embedder,
+                 settings: Settings | None = None) -> None:
+        """``settings``: whose LLM summarises descriptions an edit took over the limits (a
+        merge of two entities); None: they stay joined until an insert touches them."""
         self.workspace = workspace
         self.router = router
         self.vectors = vectors
         self.embedder = embedder
+        self.settings = settings
 
     # ---- plumbing -----------------------------------------------------------------------
     @contextlib.contextmanager
     def _write(self) -> Iterator[None]:
-        """One write job: the block's graph writes, then the vectors, the snapshots and the
-        graph version follow."""
+        """One write job: the block's graph writes, then the vectors, the shards' deltas and
+        the graph version follow."""
         with self.router.job():
             yield
+            if self.settings is not None:
+                summarize_changed(self.settings, self.router)
             write_graph_changes(self.vectors, self.embedder.embed, self.router.take_changes())
-            self.router.save()
-        manifest.record_graph(self.workspace, self.router.counts())
+            self.router.commit(self.workspace)
 
     def _replace(self, drop: list[str], rows: Rows) -> None:
         """Drop the entities ``drop`` with their relations and merge ``rows`` instead."""

@@ -19,6 +19,7 @@ from lightrag_ray.config import Settings
 from lightrag_ray.index.documents import parse_file
 from lightrag_ray.index.fast_stage import extraction_stage_class
 from lightrag_ray.index.llm_stages import SummarizeItems
+from lightrag_ray.storage.graph_router import GraphRouter
 
 LOCAL_BACKENDS = ("openai", "none")  # HTTP or no LLM: nothing heavy lands in the driver
 
@@ -83,3 +84,17 @@ def summarize(settings: Settings, items: list[Row]) -> list[Row]:
     stage_settings = local_settings(settings)
     stage = SummarizeItems(settings=stage_settings)
     return [row for rows in _batches(stage, items, stage_settings["llm"]["max_concurrency"]) for row in rows]
+
+
+def summarize_changed(settings: Settings, router: GraphRouter) -> int:
+    """Summarise, in this process, the changed items whose descriptions are over the limits
+    (after a delete or a graph edit: the few items it touched), as an insert would; returns
+    how many got a summary. With no LLM, or one that runs only on Ray workers (vllm,
+    openai-batch), they stay unsummarised until an insert touches them."""
+    graph = settings.graph
+    todo = router.pending_summaries(graph.summary_max_fragments, graph.summary_max_tokens)
+    if not todo or settings.llm.backend not in LOCAL_BACKENDS or settings.llm.backend == "none":
+        return 0
+    summaries = {row["hash"]: row["summary"] for row in summarize(settings, todo) if not row["error"]}
+    router.add_summaries(summaries)
+    return len(summaries)

@@ -126,8 +126,11 @@ class IndexRun:
         self, settings: Settings, progress: Progress | None = print_progress,
         router: GraphRouter | None = None, vectors: VectorWriter | None = None,
         display_names: dict[str, str] | None = None, niceness: int | None = None, stop: threading.Event | None = None,
+        embedding_pool: EmbeddingPool | None = None,
     ) -> None:
         """``router``/``vectors``: reuse open ones (the Serve app) instead of opening them;
+        ``embedding_pool``: an open pool (model loaded) that the run leases and leaves open
+        (None: the run starts its own and closes it);
         ``display_names``: file name -> name to record instead of the file's path;
         ``niceness``: the niceness of this job's Ray workers (a background job on nodes that
         also answer queries; None: Ray's default; see ``niceness_options``); ``stop``: once set,
@@ -141,6 +144,7 @@ class IndexRun:
         self.task_args = {"num_cpus": settings.ray.task_cpus, **self.background}
         self.router = router
         self.vectors = vectors
+        self.embedding_pool = embedding_pool
         self.writer: VectorWriter | None = None
         self._embed_error: BaseException | None = None
         self.say = progress or (lambda _message: None)
@@ -373,14 +377,15 @@ class IndexRun:
             self.report.seconds = round(time.monotonic() - started, 2)
             return self.report
         router = self.router or GraphRouter(self.settings.workspace, self.settings.graph, self.settings.ray.namespace)
-        pool = EmbeddingPool(self.settings.embedding, self.niceness)  # loads the model while the next stages run
+        pool = (self.embedding_pool.lease() if self.embedding_pool is not None
+                else EmbeddingPool(self.settings.embedding, self.niceness))  # loads the model while the next stages run
         try:
             chunks = self._chunk(docs, todo)
             self.report.chunks = len(chunks)
             self.say(f"{len(todo)} documents to index, {self.report.chunks} chunks")
             chunk_thread = self._embed_in_background(pool, chunks)
             # A caller's router (the Serve app's) has readers: they see the graph of the last
-            # finished run, published once it is saved (before its documents count as
+            # finished run, published once it is committed (before its documents count as
             # processed), and a run that fails or is cancelled is undone (its extractions stay
             # cached, so running it again costs no LLM call). A run's own shards have no
             # readers until it ends.
@@ -394,11 +399,10 @@ class IndexRun:
                     self._record_documents(chunks, todo, {doc: [CANCELLED] * per_doc[doc] for doc in todo})
                     raise
                 self._embed(pool, chunk_thread, router)
-                router.save()
+                self._commit_graph(router)
             self._record_documents(chunks, todo, errors)
-            self._record_graph(router)
         finally:
-            pool.close()
+            pool.close()  # a caller's pool stays up: this run holds a lease of it
             if router is not self.router:
                 router.close()
         self.report.seconds = round(time.monotonic() - started, 2)
@@ -423,12 +427,12 @@ class IndexRun:
         self.report.docs_failed += sum(1 for c in changes if c["status"] == doc_status.FAILED)
         doc_status.update(self.workspace, changes)
 
-    def _record_graph(self, router: GraphRouter) -> None:
-        """Counts and a new graph version in the manifest."""
+    def _commit_graph(self, router: GraphRouter) -> None:
+        """The shards' deltas, then the manifest's new graph version and counts (the commit
+        point: a run killed before it leaves the graph as it was, and its documents unprocessed)."""
         extraction_cache.compact(self.workspace)
-        counts = router.counts()
-        self.report.entities, self.report.relations = counts["entities"], counts["relations"]
-        self.manifest = manifests.record_graph(self.workspace, counts, self.manifest)
+        self.manifest = router.commit(self.workspace, self.manifest)
+        self.report.entities, self.report.relations = self.manifest.entities, self.manifest.relations
         self.report.graph_version = self.manifest.graph_version
 
 
@@ -437,7 +441,7 @@ def index_paths(
 ) -> IndexReport:
     """Index files or folders into ``settings.workspace`` (incremental and resumable).
 
-    ``opened`` may pass ``router=`` and ``vectors=`` that the caller keeps open,
-    ``display_names=``, ``niceness=`` and ``stop=`` (see IndexRun).
+    ``opened`` may pass ``router=``, ``vectors=`` and ``embedding_pool=`` that the caller
+    keeps open, ``display_names=``, ``niceness=`` and ``stop=`` (see IndexRun).
     """
     return IndexRun(settings, progress, **opened).run(paths)

@@ -4,7 +4,8 @@ A Milvus Lite file may be opened by one process only, and the graph shards must 
 one writer, so the Serve app keeps exactly one WorkspaceService (in its Workspace
 deployment). It owns the shard actors (query replicas read them directly), answers the
 vector lookups of a Milvus Lite file, runs insert jobs through the same indexing
-pipeline as the CLI (one at a time, in the background), deletes documents (or all of them)
+pipeline as the CLI (one at a time, in the background, with embedding workers it keeps
+between jobs so that the model loads once), deletes documents (or all of them)
 and queues the new files of the input folder. Insert jobs are recorded under ``tracks/`` in the workspace, so
 a job cut short by a restart is run again when the service comes back.
 """
@@ -30,6 +31,7 @@ from lightrag_ray.core.errors import short_error
 from lightrag_ray.core.subgraph import subgraph
 from lightrag_ray.index.deletion import delete_documents
 from lightrag_ray.index.documents import input_filesystem, list_input_files, parse_file, read_input
+from lightrag_ray.index.embedding_pool import EmbeddingPool
 from lightrag_ray.index.graph_editor import GraphEditor
 from lightrag_ray.index.pipeline import IndexCancelled, index_paths
 from lightrag_ray.models.embedding import Embedder
@@ -81,7 +83,8 @@ class WorkspaceService:
         self.settings = settings.model_copy(
             update={"graph": settings.graph.model_copy(update={"num_shards": shards})}
         )
-        self.embedder = embedder
+        self.embedder = embedder  # deletes and graph edits; insert jobs embed with ``embedding_pool``
+        self.embedding_pool: EmbeddingPool | None = None  # started by the first insert job, kept until close
         self.vectors = open_store(settings, embedder.dim)
         self.graph = GraphRouter(self.settings.workspace, self.settings.graph, self.settings.ray.namespace,
                                  keep_alive=True)
@@ -163,8 +166,8 @@ class WorkspaceService:
                 report = index_paths(
                     [f"{self.workspace.uri}/inbox/{track_id}"], self.settings,
                     progress=lambda message: LOG.info("%s: %s", track_id, message),
-                    router=self.graph, vectors=self.vectors, display_names=job["files"], niceness=niceness,
-                    stop=self.stop,
+                    router=self.graph, vectors=self.vectors, embedding_pool=self._embedding_pool(niceness),
+                    display_names=job["files"], niceness=niceness, stop=self.stop,
                 )
             except IndexCancelled:
                 job = {**self.jobs[track_id], "status": CANCELLED, "error": "cancelled while running: its "
@@ -176,6 +179,13 @@ class WorkspaceService:
                 job = {**self.jobs[track_id], "status": status, "report": report.to_dict()}
             self._save_job(job)
         return job
+
+    def _embedding_pool(self, niceness: int | None) -> EmbeddingPool:
+        """The insert jobs' embedding workers: started by the first job at its ``niceness`` and
+        kept for the service's lifetime, so the model loads once."""
+        if self.embedding_pool is None:
+            self.embedding_pool = EmbeddingPool(self.settings.embedding, niceness)
+        return self.embedding_pool
 
     def _job_error(self, track_id: str, exc: Exception) -> str:
         """One line for the job's status, paths relative to the workspace (clients do not see
@@ -261,7 +271,7 @@ class WorkspaceService:
         """Delete documents; only the entities and relations they touched are re-derived.
         Raises WriteBusy at once while an insert job holds the workspace."""
         with self._exclusive("delete"):
-            return delete_documents(self.workspace, self.graph, self.vectors, self.embedder, doc_ids)
+            return delete_documents(self.workspace, self.graph, self.vectors, self.embedder, doc_ids, self.settings)
 
     # ---- LightRAG's document management: clear, cache, reprocess, cancel all, scan ---------
     def clear(self) -> dict[str, Any]:
@@ -354,7 +364,7 @@ class WorkspaceService:
         """Run one GraphEditor operation (``edit_entity``, ``merge_entities``, ...) as a write;
         raises WriteBusy at once while an insert job runs, GraphEditError for a refused edit."""
         with self._exclusive("edit the graph"):
-            return getattr(GraphEditor(self.workspace, self.graph, self.vectors, self.embedder), operation)(*args)
+            return getattr(GraphEditor(self.workspace, self.graph, self.vectors, self.embedder, self.settings), operation)(*args)
 
     def health(self) -> dict[str, Any]:
         """Graph version, counts, models and whether a write is running."""
@@ -376,6 +386,8 @@ class WorkspaceService:
         }
 
     def close(self) -> None:
-        """Stop the shard actors and release Milvus."""
+        """Stop the shard actors and the embedding workers, and release Milvus."""
         self.graph.close()
+        if self.embedding_pool is not None:
+            self.embedding_pool.close()
         self.vectors.close()

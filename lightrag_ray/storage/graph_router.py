@@ -12,6 +12,7 @@ import ray
 
 from lightrag_ray.config import GraphConfig
 from lightrag_ray.core.records import EntityRecord, RelationRecord
+from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph_calls import (
     merge_fetch,
     merge_mention_rows,
@@ -22,6 +23,7 @@ from lightrag_ray.storage.graph_calls import (
     shard_actor_name,
 )
 from lightrag_ray.storage.graph_shard import GraphShard
+from lightrag_ray.storage.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +33,8 @@ class GraphRouter:
 
     Each shard has ``config.replicas`` copies; every write reaches all of them (in the same
     order), reads need one. The router remembers what it sent each shard since the last
-    snapshot; when a replica answers from a new incarnation (Ray restarted it from its
-    snapshot), that log is replayed before the call is repeated, so a killed shard ends in
+    commit; when a replica answers from a new incarnation (Ray restarted it from its
+    committed state), that log is replayed before the call is repeated, so a killed shard ends in
     the same state. Every write is idempotent per source chunk, so replays never
     double-count.
 
@@ -61,7 +63,7 @@ class GraphRouter:
                     name=name, namespace=namespace, num_cpus=config.num_cpus, max_restarts=-1,
                     max_task_retries=-1, scheduling_strategy="SPREAD",
                     lifetime="detached" if keep_alive else None,
-                ).remote(workspace_uri, i, self.num_shards, config.max_source_ids))
+                ).remote(workspace_uri, i, self.num_shards, config.max_source_ids, config.compaction_ratio))
             self.shards.append(copies)
         self.log: list[list[tuple[str, tuple[Any, ...]]]] = [[] for _ in self.shards]
         pings = ray.get([s.ping.remote() for copies in self.shards for s in copies])
@@ -137,11 +139,23 @@ class GraphRouter:
             raise
         self._all("publish", replicas="all")
 
-    def save(self) -> None:
-        """Snapshot every shard (replicas hold the same state: the first one writes it);
-        the replay log starts afresh."""
-        self._all("save")
+    def commit(self, workspace: Workspace, manifest: manifests.Manifest | None = None) -> manifests.Manifest:
+        """Persist what the writes changed as the next graph version and return the manifest
+        that records it (on top of ``manifest`` when the caller holds a newer one than the file).
+
+        Every shard writes its delta (replicas hold the same state: the first one writes),
+        then the manifest moves to the new version: the commit point, before which a loading
+        shard ignores those files. Then the shards start a new change set (compacting in the
+        background when their deltas have grown) and the replay log starts afresh."""
+        manifest = manifest or manifests.load(workspace)
+        version = manifest.graph_version + 1
+        self._all("save", version)
+        manifest = manifests.record_graph(workspace, self.counts(), manifest)
+        self._all("committed", version)
+        if self.replicas > 1:
+            self._all("mark_saved", replicas="all")
         self.log = [[] for _ in self.shards]
+        return manifest
 
     # ---- reads --------------------------------------------------------------------
     def pending_summaries(self, max_fragments: int, max_tokens: int) -> list[dict[str, Any]]:
@@ -199,7 +213,11 @@ class GraphRouter:
         return merge_fetch(self._call({i: ("fetch", args) for i, args in plan.items()}, record=False), keys, pairs)
 
     def close(self) -> None:
-        """Stop the shard actors (their state is in the snapshots)."""
+        """Stop the shard actors once their compactions are done (their state is on disk)."""
+        try:
+            self._all("wait_tidy")
+        except ray.exceptions.RayError as error:  # a dead shard has nothing to finish
+            log.warning("graph shards: %s", error)
         for copies in self.shards:
             for shard in copies:
                 ray.kill(shard, no_restart=True)

@@ -1,7 +1,9 @@
-"""The graph shard actor: a thin Ray wrapper around ShardGraph with snapshots."""
+"""The graph shard actor: a thin Ray wrapper around ShardGraph with its files (a base and
+one delta per committed job, storage/graph_snapshot.py)."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from typing import Any
 
@@ -9,22 +11,30 @@ import ray
 
 from lightrag_ray.core.merge import ShardGraph
 from lightrag_ray.core.tokenizer import count_tokens
-from lightrag_ray.storage.graph_snapshot import load_snapshot, save_snapshot
+from lightrag_ray.storage.graph_snapshot import load_snapshot, save_snapshot, snapshot_folder, tidy
 from lightrag_ray.storage.workspace import Workspace
 
 
 @ray.remote
 class GraphShard:
-    """Owns the entities whose key hashes to ``shard``; reloads its snapshot on (re)start."""
+    """Owns the entities whose key hashes to ``shard``; reloads its committed state on (re)start.
 
-    def __init__(self, workspace_uri: str, shard: int, num_shards: int, max_source_ids: int) -> None:
+    ``compaction_ratio``: a job's changes are saved as a delta; once the deltas outgrow this
+    share of the base, a thread folds them into a new base (and a job that changed this share of
+    the shard's items saves a whole base at once)."""
+
+    def __init__(self, workspace_uri: str, shard: int, num_shards: int, max_source_ids: int,
+                 compaction_ratio: float = 0.5) -> None:
         self.workspace = Workspace(workspace_uri)
         self.graph = ShardGraph(shard, num_shards, max_source_ids)
+        self.folder = snapshot_folder(shard, num_shards)
+        self.compaction_ratio = compaction_ratio
         load_snapshot(self.workspace, self.graph)
+        self.tidying: threading.Thread | None = None
         self.incarnation = uuid.uuid4().hex  # changes when Ray restarts the actor
 
     # Every method answers (incarnation, result) so the router can tell that the actor
-    # was restarted from its snapshot and replay what it sent since then.
+    # was restarted from its committed files and replay what it sent since then.
     def ping(self) -> tuple[str, None]:
         return self.incarnation, None
 
@@ -67,8 +77,30 @@ class GraphShard:
         self.graph.rollback()
         return self.incarnation, None
 
-    def save(self) -> tuple[str, None]:
-        save_snapshot(self.workspace, self.graph)
+    def save(self, version: int) -> tuple[str, str]:
+        """Write the changes since the last commit as graph version ``version`` ("delta",
+        "base" or "none"); they count once the manifest says ``version``."""
+        return self.incarnation, save_snapshot(self.workspace, self.graph, version, self.compaction_ratio)
+
+    def committed(self, version: int) -> tuple[str, None]:
+        """``version`` is committed: start a new change set, and compact or remove replaced
+        files in a background thread (at most one at a time)."""
+        self.graph.mark_saved()
+        if self.tidying is None or not self.tidying.is_alive():
+            self.tidying = threading.Thread(target=tidy, args=(self.workspace, self.folder, version, self.compaction_ratio),
+                                            name="graph-compaction", daemon=True)
+            self.tidying.start()
+        return self.incarnation, None
+
+    def mark_saved(self) -> tuple[str, None]:
+        """Start a new change set (a replica: the first copy writes the files)."""
+        self.graph.mark_saved()
+        return self.incarnation, None
+
+    def wait_tidy(self) -> tuple[str, None]:
+        """Wait for a running compaction (before the actor is stopped)."""
+        if self.tidying is not None:
+            self.tidying.join()
         return self.incarnation, None
 
     def counts(self) -> tuple[str, dict[str, int]]:

@@ -3,7 +3,7 @@
     docs/docs.parquet          doc_id, file_path, status, error, chunks, content_hash, updated
     chunks/part-*.parquet      chunk rows (deduplicated by chunk_id on read)
     extractions/part-*.parquet the LLM cache: chunk_id, fingerprint, entities/relations JSON
-    graph/shard-KKKK-of-NNNN/  one snapshot per shard
+    graph/shard-KKKK-of-NNNN/  a base plus one delta per committed job (storage/graph_snapshot.py)
     manifest.json              see storage/manifest.py
 """
 

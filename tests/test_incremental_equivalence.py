@@ -1,0 +1,262 @@
+"""Incremental indexing gives the graph of one run (real Ray, Milvus Lite, MiniLM, scripted
+LLM over HTTP): N documents inserted one by one -- each insert a fresh run as the CLI does,
+or all through one open GraphRouter as the Serve app does -- and N documents inserted and
+one of them deleted, compared with the same documents indexed in one run.
+
+What is compared is what fresh shard actors load from each workspace (never its files, so
+the test does not depend on how shards persist), field by field:
+
+* the mention rows (``GraphRouter.mention_rows``: what every chunk said about every entity
+  and relation, with its chunk id and file path) are equal: both graphs hold the same facts;
+* every entity and relation has the same id and the same value in every field (name, type,
+  keywords, weight, source ids, file paths, degree, ...), description included, EXCEPT the
+  description of a summarised item. An item is summarised when it has more than
+  ``graph.summary_max_fragments`` distinct description fragments (the documents are small,
+  so ``graph.summary_max_tokens`` never triggers). Summaries are incremental: an insert
+  re-summarises from the item's last summary plus the fragments added since, so a summary's
+  WORDING depends on how the inserts were split, while the fragments it covers do not
+  (docs/architecture.md, "Merge rules"; core/summary_bases.py). So for a summarised item
+  both sides must show an LLM summary (not the joined fragments), and the fragments it
+  covers -- derived from the mention rows, compared above -- must be the same; for any
+  other item the description must be exactly its fragments joined, on both sides;
+* the manifest's entity and relation counts are equal, and each insert (and the deletion)
+  advanced ``graph_version`` by exactly one.
+
+The documents share characters (Ebenezer Scrooge, Bob Cratchit, ...) over small chunks, so
+entities and relations merge across documents, relation weights add up over chunks and
+the shared items pass the fragment limit; the tests assert that, so they cannot pass
+vacuously.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+from lightrag_ray.config import Settings, load_settings
+from lightrag_ray.core.ids import entity_id, relation_id
+from lightrag_ray.core.names import entity_key
+from lightrag_ray.core.shard_views import DESCRIPTION_SEP, fragments
+from lightrag_ray.index.deletion import delete_documents
+from lightrag_ray.index.pipeline import index_paths
+from lightrag_ray.models.embedding import make_embedder
+from lightrag_ray.storage import doc_status, manifest
+from lightrag_ray.storage.graph_router import GraphRouter
+from lightrag_ray.storage.vectors import open_store
+from lightrag_ray.storage.workspace import Workspace
+
+MAX_FRAGMENTS = 3
+GRAPH = {"num_shards": 2, "summary_max_fragments": MAX_FRAGMENTS}
+CHUNKING = {"chunk_tokens": 30, "overlap_tokens": 5}  # two chunks per document
+SUMMARY_PREFIX = "Summary of "  # how the scripted LLM starts every summary
+KIND = {"entities": "entity", "relations": "relation"}
+
+DOCS = [
+    "Ebenezer Scrooge counted coins in his cold office. Bob Cratchit copied letters for Ebenezer Scrooge by a "
+    "tiny fire. Jacob Marley had been the partner of Ebenezer Scrooge for seven years.",
+    "Jacob Marley came back as a ghost rattling a lantern at midnight. Ebenezer Scrooge trembled when Jacob Marley "
+    "spoke of heavy chains. Bob Cratchit never heard the warning given to Ebenezer Scrooge.",
+    "Fred Holywell invited Ebenezer Scrooge to a merry dinner. Ebenezer Scrooge refused and Bob Cratchit smiled "
+    "quietly. Tiny Tim waited at home for Bob Cratchit.",
+    "Ebenezer Scrooge bought a goose for Bob Cratchit. Tiny Tim thanked Ebenezer Scrooge and Fred Holywell cheered. "
+    "Bob Cratchit received a raise from Ebenezer Scrooge.",
+]
+DELETED = 1  # a document in the middle of the insert order
+DELETED_WORDS = ("ghost", "lantern", "midnight", "chains", "warning")  # in DOCS[DELETED] only
+
+
+class Stored(NamedTuple):
+    """What fresh shard actors load from a workspace, and its manifest."""
+
+    graph: dict[str, list[dict[str, Any]]]  # GraphRouter.export()
+    mentions: dict[str, list[dict[str, Any]]]  # GraphRouter.mention_rows() of every entity
+    manifest: manifest.Manifest
+
+
+def build_settings(workspace: Path, llm_url: str) -> Settings:
+    """Settings of conftest's make_settings, with this module's chunking and graph."""
+    return load_settings(overrides={
+        "workspace": str(workspace),
+        "llm": {"backend": "openai", "base_url": llm_url, "timeout_s": 5, "backoff_s": 0.05, "max_retries": 2},
+        "extraction": {"actors": 1, "num_cpus": 0.2},
+        "chunking": CHUNKING,
+        "graph": GRAPH,
+    }, environ={})
+
+
+def load_stored(settings: Settings) -> Stored:
+    """The whole graph and all mention rows, read by fresh shard actors over the workspace
+    (as tests/graph_helpers.dump_graph does)."""
+    router = GraphRouter(settings.workspace, settings.graph)
+    try:
+        graph = router.export()
+        rows = router.mention_rows([e["key"] for e in graph["entities"]])
+    finally:
+        router.close()
+    return Stored(graph, rows, manifest.load(Workspace(settings.workspace)))
+
+
+def _normalised(rows: list[dict[str, Any]]) -> list[str]:
+    return sorted(json.dumps(row, sort_keys=True, default=str) for row in rows)
+
+
+def item_fragments(mentions: dict[str, list[dict[str, Any]]]) -> dict[str, list[str]]:
+    """Item id -> its distinct description fragments in chunk order (LightRAG's merge rule)."""
+    said: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for row in mentions["entities"]:
+        said[entity_id(row["key"])].append((row["chunk_id"], row["description"]))
+    for row in mentions["relations"]:
+        said[relation_id(row["source_key"], row["target_key"])].append((row["chunk_id"], row["description"]))
+    return {item: fragments(d for _, d in sorted(pairs, key=lambda p: p[0])) for item, pairs in said.items()}
+
+
+def graph_differences(got: Stored, want: Stored) -> tuple[list[str], int]:
+    """Every difference between two stored graphs under the rule of the module docstring,
+    and how many items are summarised."""
+    problems: list[str] = []
+    for kind in ("entities", "relations"):
+        if _normalised(got.mentions[kind]) != _normalised(want.mentions[kind]):
+            extra = set(_normalised(got.mentions[kind])) - set(_normalised(want.mentions[kind]))
+            missing = set(_normalised(want.mentions[kind])) - set(_normalised(got.mentions[kind]))
+            problems.append(f"{kind} mention rows differ: extra {sorted(extra)[:3]}, missing {sorted(missing)[:3]}")
+    parts = item_fragments(want.mentions)
+    summarised = 0
+    for kind in ("entities", "relations"):
+        got_items = {item["id"]: item for item in got.graph[kind]}
+        want_items = {item["id"]: item for item in want.graph[kind]}
+        if set(got_items) != set(want_items):
+            problems.append(f"{kind}: extra ids {sorted(set(got_items) - set(want_items))}, "
+                            f"missing ids {sorted(set(want_items) - set(got_items))}")
+        for item_id in sorted(set(got_items) & set(want_items)):
+            g, w = got_items[item_id], want_items[item_id]
+            label = f"{KIND[kind]} {w.get('key') or (w['source_key'], w['target_key'])}"
+            for field in sorted(set(g) | set(w)):
+                if field != "description" and g.get(field) != w.get(field):
+                    problems.append(f"{label}: {field} {g.get(field)!r} != one run's {w.get(field)!r}")
+            frags = parts.get(item_id, [])
+            if len(frags) > MAX_FRAGMENTS:
+                summarised += 1
+                for side, item in (("incremental", g), ("one run", w)):
+                    if not item["description"].startswith(SUMMARY_PREFIX):
+                        problems.append(f"{label} ({len(frags)} fragments) is not summarised in the {side} "
+                                        f"graph: {item['description']!r}")
+            else:
+                joined = DESCRIPTION_SEP.join(frags)
+                for side, item in (("incremental", g), ("one run", w)):
+                    if item["description"] != joined:
+                        problems.append(f"{label} ({len(frags)} fragments): {side} description "
+                                        f"{item['description']!r} != its joined fragments {joined!r}")
+    for field in ("entities", "relations"):
+        if getattr(got.manifest, field) != getattr(want.manifest, field):
+            problems.append(f"manifest {field}: {getattr(got.manifest, field)} != one run's "
+                            f"{getattr(want.manifest, field)}")
+        if getattr(got.manifest, field) != len(got.graph[field]):
+            problems.append(f"manifest {field} {getattr(got.manifest, field)} != {len(got.graph[field])} stored")
+    return problems, summarised
+
+
+def assert_same_graph(got: Stored, want: Stored) -> None:
+    problems, summarised = graph_differences(got, want)
+    assert not problems, f"{len(problems)} differences:\n" + "\n".join(problems[:40])
+    # not vacuous: summaries, merges across documents and relation weights were exercised
+    assert summarised >= 2, f"only {summarised} summarised items"
+    assert any(len(e["file_paths"]) > 1 for e in want.graph["entities"])
+    assert any(r["weight"] > 1 and len(r["file_paths"]) > 1 for r in want.graph["relations"])
+
+
+def index_one(settings: Settings, path: Path, expected_version: int, **opened: Any) -> None:
+    report = index_paths([str(path)], settings, progress=None, **opened)
+    assert report.docs_new == 1 and report.chunks_failed == 0 and not report.errors
+    assert report.graph_version == expected_version  # one version per insert
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> list[Path]:
+    """The documents as files, at the same paths for every workspace (file_paths are compared)."""
+    folder = tmp_path_factory.mktemp("corpus")
+    paths = []
+    for i, text in enumerate(DOCS):
+        path = folder / f"doc{i}.txt"
+        path.write_text(text, encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def one_run(ray_cluster, llm_server, corpus, tmp_path_factory) -> Stored:
+    """All the documents indexed in one run."""
+    llm_server.clear_rules()
+    settings = build_settings(tmp_path_factory.mktemp("one_run") / "ws", llm_server.url)
+    report = index_paths([str(p) for p in corpus], settings, progress=None)
+    assert report.docs_new == len(DOCS) and report.chunks_failed == 0 and report.summaries > 0
+    assert report.graph_version == 1
+    stored = load_stored(settings)
+    assert (stored.manifest.entities, stored.manifest.relations) == (report.entities, report.relations)
+    return stored
+
+
+def test_inserts_one_run_each_give_the_graph_of_one_run(ray_cluster, llm, corpus, one_run, tmp_path):
+    settings = build_settings(tmp_path / "ws", llm.url)
+    for i, path in enumerate(corpus):
+        index_one(settings, path, i + 1)
+
+    stored = load_stored(settings)
+    assert stored.manifest.graph_version == len(DOCS)
+    assert_same_graph(stored, one_run)
+
+
+def test_inserts_through_one_open_router_give_the_graph_of_one_run(ray_cluster, llm, corpus, one_run, tmp_path):
+    settings = build_settings(tmp_path / "ws", llm.url)
+    # as the Serve app's workspace owner holds it
+    router = GraphRouter(settings.workspace, settings.graph, settings.ray.namespace, keep_alive=True)
+    try:
+        for i, path in enumerate(corpus):
+            index_one(settings, path, i + 1, router=router)
+        live = router.export()
+    finally:
+        router.close()
+
+    stored = load_stored(settings)
+    assert stored.graph == live  # what was persisted is what the warm shards held
+    assert stored.manifest.graph_version == len(DOCS)
+    assert_same_graph(stored, one_run)
+
+
+def test_deleting_an_inserted_document_gives_the_graph_of_one_run_without_it(
+    ray_cluster, llm, corpus, one_run, tmp_path
+):
+    # the deleted document's text is in the full graph (so its absence below means something)
+    assert any(word in item["description"] for kind in ("entities", "relations") for item in one_run.graph[kind]
+               for word in DELETED_WORDS)
+    assert not any(word in text for i, text in enumerate(DOCS) if i != DELETED for word in DELETED_WORDS)
+    assert entity_key("Jacob Marley") in {e["key"] for e in one_run.graph["entities"]}
+
+    settings = build_settings(tmp_path / "ws", llm.url)
+    for i, path in enumerate(corpus):
+        index_one(settings, path, i + 1)
+    workspace = Workspace(settings.workspace)
+    [doomed] = [d for d, row in doc_status.load(workspace).items() if row["file_path"] == str(corpus[DELETED])]
+    router = GraphRouter(settings.workspace, settings.graph, settings.ray.namespace)
+    embedder = make_embedder(settings.embedding)
+    vectors = open_store(settings, embedder.dim)
+    try:
+        result = delete_documents(workspace, router, vectors, embedder, [doomed], settings)
+    finally:
+        vectors.close()
+        router.close()
+    assert result["deleted"] == [doomed] and result["chunks"] > 0
+
+    rest = build_settings(tmp_path / "rest", llm.url)
+    report = index_paths([str(p) for i, p in enumerate(corpus) if i != DELETED], rest, progress=None)
+    assert report.docs_new == len(DOCS) - 1 and report.chunks_failed == 0
+
+    stored = load_stored(settings)
+    assert stored.manifest.graph_version == len(DOCS) + 1  # the deletion is one more version
+    leaked = [(item["id"], word) for kind in ("entities", "relations") for item in stored.graph[kind]
+              for word in DELETED_WORDS if word in item["description"]]
+    assert not leaked, f"the deleted document's text is still shown: {leaked}"
+    assert_same_graph(stored, load_stored(rest))
