@@ -16,6 +16,7 @@ stored on both endpoints' shards; the shard of the smaller key is its owner.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import repeat
 from typing import Any, NamedTuple
 
 import networkx as nx
@@ -429,26 +430,55 @@ class ShardGraph:
         per-row ``apply``); nothing counts as changed or unsaved afterwards."""
         e, r = rows.entities, rows.relations
         nodes: dict[str, dict[str, list[EntityMention]]] = {}
-        for key, chunk, mention in zip(e["key"], e["chunk_id"], map(
-                EntityMention, e["type"], e["description"], e["file_path"], e["name"])):
-            nodes.setdefault(key, {}).setdefault(chunk, []).append(mention)
+        # tuple.__new__ over zipped columns builds the mentions without a Python call per row
+        entity_mentions = map(tuple.__new__, repeat(EntityMention), zip(e["type"], e["description"], e["file_path"], e["name"]))
+        for key, chunk, mention in zip(e["key"], e["chunk_id"], entity_mentions):
+            chunks = nodes.get(key)
+            if chunks is None:
+                nodes[key] = {chunk: [mention]}
+            elif chunk in chunks:
+                chunks[chunk].append(mention)
+            else:
+                chunks[chunk] = [mention]
         edges: dict[tuple[str, str], dict[str, list[RelationMention]]] = {}
-        for a, b, chunk, mention in zip(r["key_a"], r["key_b"], r["chunk_id"], map(
-                RelationMention, r["keywords"], r["description"], r["weight"], r["file_path"], r["name_a"], r["name_b"])):
-            edges.setdefault((a, b), {}).setdefault(chunk, []).append(mention)
-        for (a, b) in edges:
+        relation_mentions = map(tuple.__new__, repeat(RelationMention), zip(
+            r["keywords"], r["description"], r["weight"], r["file_path"], r["name_a"], r["name_b"]))
+        for a, b, chunk, mention in zip(r["key_a"], r["key_b"], r["chunk_id"], relation_mentions):
+            chunks = edges.get((a, b))
+            if chunks is None:
+                edges[a, b] = {chunk: [mention]}
+            elif chunk in chunks:
+                chunks[chunk].append(mention)
+            else:
+                chunks[chunk] = [mention]
+        owned = {"entities": 0, "relations": 0}
+        for a, b in edges:
             nodes.setdefault(a, {})
             nodes.setdefault(b, {})
-        for item in (*nodes.values(), *edges.values()):
-            for mentions in item.values():
-                mentions.sort()
-        self.graph.add_nodes_from((key, {"mentions": m, "owned": self.owns(key)}) for key, m in nodes.items())
-        self.graph.add_edges_from(
-            (a, b, {"mentions": m, "weight": sum(max(x.weight for x in ms) for ms in m.values())})
-            for (a, b), m in edges.items())
+            owned["relations"] += self.owns_edge(a, b)
+        node_data = []
+        for key, chunks in nodes.items():
+            for mentions in chunks.values():
+                if len(mentions) > 1:
+                    mentions.sort()
+            mine = self.owns(key)
+            owned["entities"] += mine
+            node_data.append((key, {"mentions": chunks, "owned": mine}))
+        edge_data = []
+        for (a, b), chunks in edges.items():
+            weight = 0.0
+            for mentions in chunks.values():
+                if len(mentions) > 1:
+                    mentions.sort()
+                    weight += max(m.weight for m in mentions)
+                else:
+                    weight += mentions[0].weight
+            edge_data.append((a, b, {"mentions": chunks, "weight": weight}))
+        self.graph.add_nodes_from(node_data)
+        self.graph.add_edges_from(edge_data)
         self.summaries.update(rows.summaries)
         self.summary_bases.update((item, base) for item, base in rows.bases.items() if base is not None)
-        self._recount()
+        self._counts = owned
 
     def _node_mentions(self, key: str, chunk: str) -> list[EntityMention]:
         data = self.graph.nodes.get(key)

@@ -314,6 +314,8 @@ class IndexRun:
     def _write_vectors(self, items: list[Item], vectors: Any) -> None:
         if self.writer is None:
             self.writer = self._vector_writer(int(vectors.shape[1]))
+        else:  # opened early for the recorded dimension: the model must still give it
+            manifests.check_embedding_dim(self.manifest, int(vectors.shape[1]), self.settings.embedding.model)
         for kind, kind_rows in vector_rows(items, list(vectors)).items():
             self.writer.upsert(kind, kind_rows)
         self.report.vectors_upserted += len(items)
@@ -332,8 +334,12 @@ class IndexRun:
         if changes["removed"]:
             self.writer = self.writer or self._vector_writer(self.manifest.embedding_dim)
             delete_graph_vectors(self.writer, changes["removed"])
+        self._close_writer()  # flushed before the graph commits
+
+    def _close_writer(self) -> None:
         if self.writer is not None and self.writer is not self.vectors:
             self.writer.close()
+        self.writer = None
 
     def _vector_writer(self, dim: int) -> VectorWriter:
         manifests.check_embedding_dim(self.manifest, dim)
@@ -376,10 +382,15 @@ class IndexRun:
             self.report.entities, self.report.relations = self.manifest.entities, self.manifest.relations
             self.report.seconds = round(time.monotonic() - started, 2)
             return self.report
-        router = self.router or GraphRouter(self.settings.workspace, self.settings.graph, self.settings.ray.namespace)
+        # Started first, these load while the shards load theirs: the model, and (for a known
+        # dimension) the vector store, which takes seconds for a Milvus Lite file of 0.5M rows.
         pool = (self.embedding_pool.lease() if self.embedding_pool is not None
-                else EmbeddingPool(self.settings.embedding, self.niceness))  # loads the model while the next stages run
+                else EmbeddingPool(self.settings.embedding, self.niceness))
+        router = None
         try:
+            if self.manifest.embedding_dim is not None:
+                self.writer = self._vector_writer(self.manifest.embedding_dim)
+            router = self.router or GraphRouter(self.settings.workspace, self.settings.graph, self.settings.ray.namespace)
             chunks = self._chunk(docs, todo)
             self.report.chunks = len(chunks)
             self.say(f"{len(todo)} documents to index, {self.report.chunks} chunks")
@@ -403,7 +414,8 @@ class IndexRun:
             self._record_documents(chunks, todo, errors)
         finally:
             pool.close()  # a caller's pool stays up: this run holds a lease of it
-            if router is not self.router:
+            self._close_writer()
+            if router is not None and router is not self.router:
                 router.close()
         self.report.seconds = round(time.monotonic() - started, 2)
         return self.report

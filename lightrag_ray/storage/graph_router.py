@@ -66,12 +66,21 @@ class GraphRouter:
                 ).remote(workspace_uri, i, self.num_shards, config.max_source_ids, config.compaction_ratio))
             self.shards.append(copies)
         self.log: list[list[tuple[str, tuple[Any, ...]]]] = [[] for _ in self.shards]
-        pings = ray.get([s.ping.remote() for copies in self.shards for s in copies])
-        self.incarnations = [[pings[i * self.replicas + j][0] for j in range(self.replicas)] for i in range(self.num_shards)]
+        # The shards load their state while the caller goes on (an indexing run loads its model and
+        # extracts meanwhile); the first call waits for them.
+        self._pings = [[shard.ping.remote() for shard in copies] for copies in self.shards]
+        self._incarnations: list[list[str]] | None = None
         if keep_alive:  # a job left open by a writer that died is undone (its re-run merges it again)
             self._all("rollback", replicas="all")
 
     # ---- plumbing -----------------------------------------------------------------
+    @property
+    def incarnations(self) -> list[list[str]]:
+        """Each replica's incarnation id (waits, once, until every shard has loaded)."""
+        if self._incarnations is None:
+            self._incarnations = [[incarnation for incarnation, _ in ray.get(refs)] for refs in self._pings]
+        return self._incarnations
+
     def _call(self, calls: dict[int, tuple[str, tuple[Any, ...]]], record: bool, replicas: str = "one") -> dict[int, Any]:
         """Run ``method(*args)`` on the given shards in parallel, on every replica
         (``replicas="all"``: writes) or on the first; replay restarted ones. The answer
