@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -94,6 +95,7 @@ from lightrag_ray.core.ids import chunk_id, entity_id  # noqa: E402
 from lightrag_ray.core.names import entity_key  # noqa: E402
 from lightrag_ray.core.records import EntityRecord, RelationRecord  # noqa: E402
 from lightrag_ray.core.tokenizer import count_tokens, get_encoding  # noqa: E402
+from lightrag_ray.index import pipeline  # noqa: E402
 from lightrag_ray.index.embedding_pool import EmbeddingPool  # noqa: E402
 from lightrag_ray.index.pipeline import IndexRun, index_paths  # noqa: E402
 from lightrag_ray.models.embedding import make_embedder  # noqa: E402
@@ -302,9 +304,9 @@ class TimedRouter(GraphRouter):
 
     TIMED = ("apply", "pending_summaries", "add_summaries", "take_changes", "commit", "counts")
 
-    def __init__(self, workspace_uri: str, config: GraphConfig) -> None:
+    def __init__(self, workspace_uri: str, config: GraphConfig, namespace: str | None = None) -> None:
         start = time.perf_counter()
-        super().__init__(workspace_uri, config)
+        super().__init__(workspace_uri, config, namespace)
         self.calls: list[tuple[str, float, float]] = [("open", start, time.perf_counter())]
         self.changes: list[dict[str, list[Any]]] = []
 
@@ -355,9 +357,9 @@ def merge_run(work: Workload, shards: int, workspace: Path, batch_chunks: int,
     router.close()
     start = time.perf_counter()
     router = GraphRouter(str(workspace), config)
+    reloaded = router.counts()  # the first call waits until the shards have loaded
     load_s = time.perf_counter() - start
     rss_loaded = shard_rss_mib(router)
-    reloaded = router.counts()
     router.close()
     if reloaded != counts:
         raise RuntimeError(f"snapshot reload changed the graph: {counts} -> {reloaded}")
@@ -589,9 +591,12 @@ class Held:
     open_s: dict[str, float]
 
     @classmethod
-    def open(cls, settings: Settings, router: TimedRouter) -> Held:
-        """Start the embedding workers (model loaded) and a vector writer beside ``router``."""
+    def open(cls, settings: Settings) -> Held:
+        """Load the shards, start the embedding workers (model loaded) and open a vector writer."""
         started = time.perf_counter()
+        router = TimedRouter(settings.workspace, settings.graph, settings.ray.namespace)
+        router.counts()  # loaded
+        shards = time.perf_counter()
         pool = EmbeddingPool(settings.embedding)
         try:
             dim = pool.warm_up()
@@ -600,22 +605,42 @@ class Held:
             vectors.upsert("chunks", [])  # returns once the store is open (a Milvus Lite owner actor is up)
         except BaseException:
             pool.close()
+            router.close()
             raise
-        open_s = {"embedding_pool": round(loaded - started, 2), "vectors": round(time.perf_counter() - loaded, 2)}
-        log(f"opened for the warm add (not counted): embedding workers with the model loaded in "
-            f"{open_s['embedding_pool']} s, vector writer in {open_s['vectors']} s")
+        open_s = {"shards": round(shards - started, 2), "embedding_pool": round(loaded - shards, 2),
+                  "vectors": round(time.perf_counter() - loaded, 2)}
+        log(f"opened for the warm add (not counted): shards loaded in {open_s['shards']} s, embedding workers "
+            f"with the model loaded in {open_s['embedding_pool']} s, vector writer in {open_s['vectors']} s")
         return cls(router, pool, vectors, open_s)
 
     def close(self) -> None:
         self.vectors.close()
         self.pool.close()
+        self.router.close()
+
+
+@contextlib.contextmanager
+def cli_router(opened: list[TimedRouter]) -> Iterator[None]:
+    """Let ``index_paths`` open and close its own shards, as the CLI does (no write job held
+    open for readers, the shards load beside its first stages), as a TimedRouter kept in ``opened``."""
+
+    class Recorded(TimedRouter):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            opened.append(self)
+
+    original, pipeline.GraphRouter = pipeline.GraphRouter, Recorded
+    try:
+        yield
+    finally:
+        pipeline.GraphRouter = original
 
 
 def add_document(settings: Settings, path: Path, label: str, sim: ScriptedLLM,
                  held: Held | None = None) -> tuple[dict[str, Any], TimedRouter]:
-    """Index one document. Cold (no ``held``), as the CLI does: the run starts the shards from
-    the snapshot (counted in the total), its embedding workers and its vector writer. Warm:
-    through what ``held`` keeps open, as the Serve app does."""
+    """Index one document. Cold (no ``held``), as the CLI does: the run opens its shards (they
+    load from the workspace), its embedding workers and its vector writer. Warm: through what
+    ``held`` keeps open, as the Serve app does."""
     progress: list[tuple[float, str]] = []
 
     def say(message: str) -> None:
@@ -625,10 +650,16 @@ def add_document(settings: Settings, path: Path, label: str, sim: ScriptedLLM,
     before = manifests.load(Workspace(settings.workspace)).entities
     sim.reset()
     started = time.perf_counter()
-    router = held.router if held else TimedRouter(settings.workspace, settings.graph)
-    opened = {"embedding_pool": held.pool, "vectors": held.vectors} if held else {}
     index_start = time.perf_counter()
-    report = index_paths([str(path)], settings, progress=say, router=router, **opened)
+    if held:
+        router = held.router
+        report = index_paths([str(path)], settings, progress=say, router=router, embedding_pool=held.pool,
+                             vectors=held.vectors)
+    else:
+        routers: list[TimedRouter] = []
+        with cli_router(routers):
+            report = index_paths([str(path)], settings, progress=say)
+        [router] = routers
     end = time.perf_counter()
     if report.docs_failed or report.chunks_failed:
         raise RuntimeError(f"indexing {path.name} failed: {report.errors[:2]}")
@@ -647,19 +678,16 @@ def add_document(settings: Settings, path: Path, label: str, sim: ScriptedLLM,
 
 def add_documents(settings: Settings, docs: list[Path], label: str,
                   sim: ScriptedLLM) -> tuple[list[dict[str, Any]], list[dict[str, list[Any]]]]:
-    """The first document cold, as the CLI adds it; the second warm, through the first one's
-    router and an embedding pool and vector writer opened in between (not counted);
-    (rows, what the router's change feed gave the pipeline)."""
-    first, router = add_document(settings, docs[0], label, sim)
-    held = None
+    """The first document cold, as the CLI adds it; the second warm, through shards, an
+    embedding pool and a vector writer opened in between (not counted); (rows, what the
+    routers' change feeds gave the pipeline)."""
+    first, cold = add_document(settings, docs[0], label, sim)
+    held = Held.open(settings)
     try:
-        held = Held.open(settings, router)
-        second, _ = add_document(settings, docs[1], label, sim, held)
+        second, warm = add_document(settings, docs[1], label, sim, held)
     finally:
-        if held is not None:
-            held.close()
-        router.close()
-    return [first, second], router.changes
+        held.close()
+    return [first, second], cold.changes + warm.changes
 
 
 def new_documents(folder: Path, chunks: int, chunking: ChunkingConfig) -> list[Path]:
@@ -840,9 +868,9 @@ def add_table(rows: list[dict[str, Any]]) -> str:
           f"{r['entities_before']} / {r['entities_after']}",
           "/".join(str(r["llm_requests"].get(k, 0)) for k in ("extract", "glean", "summary")),
           r["vectors_upserted"]] for r in rows])
-    held = [f"{r['graph']} graph, {WARM}: embedding workers started with the model loaded in "
-            f"{r['held_open_s']['embedding_pool']} s and the vector writer opened in {r['held_open_s']['vectors']} s "
-            "before the run (not counted; the shards are the cold run's)" for r in rows if "held_open_s" in r]
+    held = [f"{r['graph']} graph, {WARM}: before the run (not counted), the shards loaded in {r['held_open_s']['shards']} s, "
+            f"embedding workers started with the model loaded in {r['held_open_s']['embedding_pool']} s and the vector "
+            f"writer opened in {r['held_open_s']['vectors']} s" for r in rows if "held_open_s" in r]
     return "\n\n".join([table, *held])
 
 
