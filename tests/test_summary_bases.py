@@ -117,7 +117,7 @@ def test_snapshots_keep_the_bases_and_older_snapshots_load_without_them(tmp_path
     fresh.apply(*rows([ent("Alice", "c7", desc="Alice fact 7")]))
     assert alice(fresh)["base"] == "S(+5)"
 
-    workspace.delete_file(workspace.path("graph", snapshot_folder(0, 1), "base-0000000001", "summary_bases.parquet"))
+    workspace.delete_file(workspace.path("graph", snapshot_folder(0, 1), "base-0000000001", "summary_bases.arrow"))
     old = ShardGraph(0, 1)
     load_snapshot(workspace, old, 1)
     assert old.export() == graph.export() and old.summary_bases == {}
