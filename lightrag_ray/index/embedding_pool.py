@@ -58,9 +58,9 @@ class EmbeddingPool:
         self.owner = True
 
     def lease(self) -> EmbeddingPool:
-        """A view of this pool for one run: the same workers, its own pending batches. Closing
-        it forgets its batches and leaves the workers up, so a run that failed with batches in
-        flight hands none of them to the next run."""
+        """A view of this pool for one run (or one thread of it): the same workers, its own
+        pending batches. Closing it forgets its batches and leaves the workers up, so a run that
+        failed with batches in flight hands none of them to the next run."""
         view = copy.copy(self)
         view.pending, view.owner = {}, False
         return view

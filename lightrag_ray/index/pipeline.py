@@ -146,6 +146,7 @@ class IndexRun:
         self.vectors = vectors
         self.embedding_pool = embedding_pool
         self.writer: VectorWriter | None = None
+        self._write_lock = threading.Lock()
         self._embed_error: BaseException | None = None
         self.say = progress or (lambda _message: None)
         self.report = IndexReport()
@@ -312,25 +313,28 @@ class IndexRun:
             progress.advance(len(items))
 
     def _write_vectors(self, items: list[Item], vectors: Any) -> None:
-        if self.writer is None:
-            self.writer = self._vector_writer(int(vectors.shape[1]))
-        else:  # opened early for the recorded dimension: the model must still give it
-            manifests.check_embedding_dim(self.manifest, int(vectors.shape[1]), self.settings.embedding.model)
-        for kind, kind_rows in vector_rows(items, list(vectors)).items():
-            self.writer.upsert(kind, kind_rows)
-        self.report.vectors_upserted += len(items)
+        """Upsert vectors (from the chunk thread or the main one: one at a time)."""
+        with self._write_lock:
+            if self.writer is None:
+                self.writer = self._vector_writer(int(vectors.shape[1]))
+            else:  # opened early for the recorded dimension: the model must still give it
+                manifests.check_embedding_dim(self.manifest, int(vectors.shape[1]), self.settings.embedding.model)
+            for kind, kind_rows in vector_rows(items, list(vectors)).items():
+                self.writer.upsert(kind, kind_rows)
+            self.report.vectors_upserted += len(items)
 
     def _embed(self, pool: EmbeddingPool, chunk_thread: threading.Thread, router: GraphRouter) -> None:
-        """Wait for the chunk vectors, then embed and store the changed entities and relations."""
-        chunk_thread.join()
-        if self._embed_error is not None:
-            raise self._embed_error
+        """Embed and store the changed entities and relations (beside the chunk thread, which
+        may still wait for the vector store to open), then wait for the chunk vectors."""
         changes = router.take_changes()
         # shortest first across all calls: a batch of similar lengths pads little (random order: 1.7x slower)
         items = sorted(graph_vector_items(changes), key=lambda item: len(item["text"]))
         progress = StageProgress(self.say, "embedding entities and relations", len(items), "texts")
         batches = (items[start : start + pool.batch_size] for start in range(0, len(items), pool.batch_size))
         self._embed_items(pool, batches, progress)
+        chunk_thread.join()
+        if self._embed_error is not None:
+            raise self._embed_error
         if changes["removed"]:
             self.writer = self.writer or self._vector_writer(self.manifest.embedding_dim)
             delete_graph_vectors(self.writer, changes["removed"])
@@ -394,7 +398,7 @@ class IndexRun:
             chunks = self._chunk(docs, todo)
             self.report.chunks = len(chunks)
             self.say(f"{len(todo)} documents to index, {self.report.chunks} chunks")
-            chunk_thread = self._embed_in_background(pool, chunks)
+            chunk_thread = self._embed_in_background(pool.lease(), chunks)  # its own batches in flight
             # A caller's router (the Serve app's) has readers: they see the graph of the last
             # finished run, published once it is committed (before its documents count as
             # processed), and a run that fails or is cancelled is undone (its extractions stay
