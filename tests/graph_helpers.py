@@ -1,12 +1,17 @@
-"""Helpers for integration tests: expected graphs from the scripted LLM, graph dumps."""
+"""Helpers for integration tests: expected graphs from the scripted LLM, graph dumps, an opened writer."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from lightrag_ray.config import Settings
 from lightrag_ray.core.names import entity_key
+from lightrag_ray.models.embedding import make_embedder
 from lightrag_ray.storage.graph_router import GraphRouter
+from lightrag_ray.storage.vectors import open_store
+from lightrag_ray.storage.workspace import Workspace
 from tests.scripted_llm import derive_records
 
 PASSAGE_START, PASSAGE_END = "<input_text>\n", "\n</input_text>"
@@ -45,3 +50,17 @@ def dump_graph(settings: Settings) -> dict[str, list[dict[str, Any]]]:
     finally:
         router.close()
 
+
+
+@contextlib.contextmanager
+def open_writer(settings: Settings) -> Iterator[tuple[Workspace, GraphRouter, Any, Any]]:
+    """(workspace, router, vectors, embedder) of a workspace, as the Serve app keeps them
+    for deletes and graph edits; closed at the end."""
+    router = GraphRouter(settings.workspace, settings.graph, settings.ray.namespace)
+    embedder = make_embedder(settings.embedding)
+    vectors = open_store(settings, embedder.dim)
+    try:
+        yield Workspace(settings.workspace), router, vectors, embedder
+    finally:
+        vectors.close()
+        router.close()

@@ -54,11 +54,17 @@ def recount(shard: ShardGraph) -> dict[str, int]:
     return {kind: len(items) for kind, items in shard.export().items()}
 
 
-def run_job(shard: ShardGraph, rng: random.Random, entities: list, relations: list, seen: list[str]) -> None:
+def part_rows(entities: list, relations: list, chunks: set[str], shard: int, keep: bool = True) -> tuple[list, list]:
+    """The shard's apply rows of the records from ``chunks`` (``keep=False``: from the other chunks)."""
+    return route([e for e in entities if (e.chunk_id in chunks) == keep],
+                 [r for r in relations if (r.chunk_id in chunks) == keep], NUM_SHARDS)[shard]
+
+
+def run_job(shard: ShardGraph, rng: random.Random, entities: list, relations: list, job: set[str],
+            seen: list[str]) -> None:
     """One write job on a shard: new chunks, a removed older chunk, sometimes a dropped
     entity, summaries of some long descriptions, the change feed taken."""
-    e_rows, r_rows = route(entities, relations, NUM_SHARDS)[shard.shard]
-    shard.apply(e_rows, r_rows)
+    shard.apply(*part_rows(entities, relations, job, shard.shard))
     if seen:
         shard.remove_chunks({rng.choice(seen)})
     owned = sorted(k for k, owned in shard.graph.nodes(data="owned") if owned)
@@ -79,10 +85,8 @@ def test_each_committed_version_loads_exactly_and_uncommitted_files_are_ignored(
     kinds = []
     before = [state(s) for s in shards]
     for version, job in enumerate((chunks[i::8] for i in range(8)), start=1):
-        job_e = [e for e in entities if e.chunk_id in job]
-        job_r = [r for r in relations if r.chunk_id in job]
         for shard in shards:
-            run_job(shard, rng, job_e, job_r, seen)
+            run_job(shard, rng, entities, relations, set(job), seen)
             assert shard.counts() == recount(shard)  # counts kept incrementally
             kinds.append(save_snapshot(workspace, shard, version, full_share=0.6))
         after = [state(s) for s in shards]
@@ -108,14 +112,10 @@ def test_a_job_that_changes_most_items_saves_a_base_and_a_small_one_a_delta(tmp_
     shard = ShardGraph(0, NUM_SHARDS)
     folder = snapshot_folder(0, NUM_SHARDS)
     small = set(chunks[-1:])
-    e_rows, r_rows = route([e for e in entities if e.chunk_id not in small],
-                           [r for r in relations if r.chunk_id not in small], NUM_SHARDS)[0]
-    shard.apply(e_rows, r_rows)
+    shard.apply(*part_rows(entities, relations, small, 0, keep=False))
     assert save_snapshot(workspace, shard, 1) == "base"
     shard.mark_saved()
-    e_rows, r_rows = route([e for e in entities if e.chunk_id in small],
-                           [r for r in relations if r.chunk_id in small], NUM_SHARDS)[0]
-    shard.apply(e_rows, r_rows)
+    shard.apply(*part_rows(entities, relations, small, 0))
     assert shard.unsaved_share() < 0.5
     assert save_snapshot(workspace, shard, 2) == "delta"
     shard.mark_saved()
@@ -137,8 +137,7 @@ def test_an_older_workspace_snapshot_loads_and_is_replaced_by_the_first_compacti
     chunks = sorted({e.chunk_id for e in entities})
     shard = ShardGraph(0, NUM_SHARDS)
     old = set(chunks[:-2])
-    shard.apply(*route([e for e in entities if e.chunk_id in old], [r for r in relations if r.chunk_id in old],
-                       NUM_SHARDS)[0])
+    shard.apply(*part_rows(entities, relations, old, 0))
     rows = shard.all_rows()  # the layout the previous release wrote: four files in the shard folder
     folder = snapshot_folder(0, NUM_SHARDS)
     for name, table in (("entities", pa.table(rows.entities, schema=ENTITY_SCHEMA)),
@@ -148,8 +147,7 @@ def test_an_older_workspace_snapshot_loads_and_is_replaced_by_the_first_compacti
         pq.write_table(table, path)
     assert state(loaded(workspace, 0, 4)) == {**state(shard), "bases": {}, "summaries": {}}
     shard.mark_saved()
-    shard.apply(*route([e for e in entities if e.chunk_id not in old], [r for r in relations if r.chunk_id not in old],
-                       NUM_SHARDS)[0])
+    shard.apply(*part_rows(entities, relations, old, 0, keep=False))
     assert save_snapshot(workspace, shard, 5) == "delta"
     assert state(loaded(workspace, 0, 5))["export"] == shard.export()
     tidy(workspace, folder, 5, ratio=0.0001)
@@ -166,8 +164,7 @@ def test_a_writer_that_dies_between_shards_leaves_the_graph_before_the_job_and_i
 
     def job(shards: list[ShardGraph], part: set[str]) -> None:
         for shard in shards:
-            shard.apply(*route([e for e in entities if e.chunk_id in part], [r for r in relations if r.chunk_id in part],
-                               NUM_SHARDS)[shard.shard])
+            shard.apply(*part_rows(entities, relations, part, shard.shard))
 
     shards = [ShardGraph(i, NUM_SHARDS) for i in range(NUM_SHARDS)]
     job(shards, first)
@@ -208,8 +205,7 @@ def test_a_compaction_killed_midway_changes_nothing_and_the_next_one_completes(t
     shard = ShardGraph(0, NUM_SHARDS)
     folder = snapshot_folder(0, NUM_SHARDS)
     for version, part in enumerate((chunks[:20], chunks[20:25], chunks[25:]), start=1):
-        shard.apply(*route([e for e in entities if e.chunk_id in part], [r for r in relations if r.chunk_id in part],
-                           NUM_SHARDS)[0])
+        shard.apply(*part_rows(entities, relations, set(part), 0))
         save_snapshot(workspace, shard, version)
         shard.mark_saved()
     expected = state(shard)

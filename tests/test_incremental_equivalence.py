@@ -43,11 +43,10 @@ from lightrag_ray.core.names import entity_key
 from lightrag_ray.core.shard_views import DESCRIPTION_SEP, fragments
 from lightrag_ray.index.deletion import delete_documents
 from lightrag_ray.index.pipeline import index_paths
-from lightrag_ray.models.embedding import make_embedder
 from lightrag_ray.storage import doc_status, manifest
 from lightrag_ray.storage.graph_router import GraphRouter
-from lightrag_ray.storage.vectors import open_store
 from lightrag_ray.storage.workspace import Workspace
+from tests.graph_helpers import open_writer
 
 MAX_FRAGMENTS = 3
 GRAPH = {"num_shards": 2, "summary_max_fragments": MAX_FRAGMENTS}
@@ -240,14 +239,8 @@ def test_deleting_an_inserted_document_gives_the_graph_of_one_run_without_it(
         index_one(settings, path, i + 1)
     workspace = Workspace(settings.workspace)
     [doomed] = [d for d, row in doc_status.load(workspace).items() if row["file_path"] == str(corpus[DELETED])]
-    router = GraphRouter(settings.workspace, settings.graph, settings.ray.namespace)
-    embedder = make_embedder(settings.embedding)
-    vectors = open_store(settings, embedder.dim)
-    try:
+    with open_writer(settings) as (workspace, router, vectors, embedder):
         result = delete_documents(workspace, router, vectors, embedder, [doomed], settings)
-    finally:
-        vectors.close()
-        router.close()
     assert result["deleted"] == [doomed] and result["chunks"] > 0
 
     rest = build_settings(tmp_path / "rest", llm.url)

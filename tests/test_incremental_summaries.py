@@ -12,11 +12,9 @@ from lightrag_ray.core.names import entity_key
 from lightrag_ray.index.deletion import delete_documents
 from lightrag_ray.index.graph_editor import GraphEditor
 from lightrag_ray.index.pipeline import index_paths
-from lightrag_ray.models.embedding import make_embedder
 from lightrag_ray.storage import doc_status
-from lightrag_ray.storage.graph_router import GraphRouter
-from lightrag_ray.storage.vectors import open_store
 from lightrag_ray.storage.workspace import Workspace
+from tests.graph_helpers import open_writer
 
 FIRST = [f"Ebenezer Scrooge counted the {word} ledger." for word in ("red", "blue", "green", "grey")]
 SECRET = "Ebenezer Scrooge buried the secret gold."
@@ -61,14 +59,8 @@ def test_new_mentions_update_the_last_summary_and_deleted_text_never_reaches_a_p
 
     workspace = Workspace(settings.workspace)
     [secret_doc] = [d for d, row in doc_status.load(workspace).items() if row["file_path"].endswith("doc4.txt")]
-    router = GraphRouter(settings.workspace, settings.graph, settings.ray.namespace)
-    embedder = make_embedder(settings.embedding)
-    vectors = open_store(settings, embedder.dim)
-    try:
+    with open_writer(settings) as (workspace, router, vectors, embedder):
         delete_documents(workspace, router, vectors, embedder, [secret_doc])
-    finally:
-        vectors.close()
-        router.close()
 
     llm.reset()
     third = index_paths(write_docs(tmp_path / "third", [LATER]), settings, progress=None)
@@ -85,10 +77,7 @@ def test_a_delete_and_an_entity_merge_summarise_what_they_leave_over_the_limits(
                 settings, progress=None)
     workspace = Workspace(settings.workspace)
     [secret_doc] = [d for d, row in doc_status.load(workspace).items() if row["file_path"].endswith("first/doc4.txt")]
-    router = GraphRouter(settings.workspace, settings.graph, settings.ray.namespace)
-    embedder = make_embedder(settings.embedding)
-    vectors = open_store(settings, embedder.dim)
-    try:
+    with open_writer(settings) as (workspace, router, vectors, embedder):
         llm.reset()
         delete_documents(workspace, router, vectors, embedder, [secret_doc], settings)
         [prompt] = scrooge_prompts(llm)  # the 4 fragments left are over the limit of 3: summarised again
@@ -102,6 +91,3 @@ def test_a_delete_and_an_entity_merge_summarise_what_they_leave_over_the_limits(
         assert "Jacob Marley rattled his chains" in prompt
         merged = router.fetch([entity_key("Ebenezer Scrooge")], [])["entities"][0]
         assert merged["description"].startswith("Summary of") and "Jacob Marley" not in merged["description"][:20]
-    finally:
-        vectors.close()
-        router.close()

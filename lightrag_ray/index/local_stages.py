@@ -91,9 +91,11 @@ def summarize_changed(settings: Settings, router: GraphRouter) -> int:
     (after a delete or a graph edit: the few items it touched), as an insert would; returns
     how many got a summary. With no LLM, or one that runs only on Ray workers (vllm,
     openai-batch), they stay unsummarised until an insert touches them."""
+    if settings.llm.backend != "openai":  # the one LLM this process can call (see LOCAL_BACKENDS)
+        return 0
     graph = settings.graph
     todo = router.pending_summaries(graph.summary_max_fragments, graph.summary_max_tokens)
-    if not todo or settings.llm.backend not in LOCAL_BACKENDS or settings.llm.backend == "none":
+    if not todo:
         return 0
     summaries = {row["hash"]: row["summary"] for row in summarize(settings, todo) if not row["error"]}
     router.add_summaries(summaries)
