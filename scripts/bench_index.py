@@ -428,7 +428,7 @@ def embedding_throughput(docs: list[tuple[str, str]]) -> dict[str, float]:
         torch.set_num_threads(os.cpu_count() or 1)
         try:
             with ThreadPoolExecutor(8) as pool:
-                list(pool.map(lambda i: embedder.model.encode(texts[i:i + 10], normalize_embeddings=True),
+                list(pool.map(lambda i: embedder.encoder.encode(texts[i:i + 10], 10),
                               range(0, len(texts), 10)))
         finally:
             torch.set_num_threads(threads)

@@ -10,6 +10,7 @@ import httpx
 import numpy as np
 
 from lightrag_ray.config import EmbeddingConfig
+from lightrag_ray.models.mean_pooling import MeanPoolingEncoder, is_mean_pooling_model
 
 PACKAGED_MINILM = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 
@@ -33,6 +34,29 @@ def resolve_model_path(model: str) -> str:
     return model
 
 
+class SentenceTransformerEncoder:
+    """Any sentence-transformers model, through the library itself."""
+
+    def __init__(self, path: str, device: str) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        self.model = SentenceTransformer(path, device=device)
+        self.dim = int(self.model.get_embedding_dimension())
+
+    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        """Unit vectors, one row per text."""
+        return self.model.encode(texts, batch_size=batch_size, normalize_embeddings=True,
+                                 convert_to_numpy=True, show_progress_bar=False)
+
+
+def load_encoder(path: str, device: str) -> MeanPoolingEncoder | SentenceTransformerEncoder:
+    """The model at ``path``: a plain mean-pooling model straight on transformers (the same
+    vectors without importing sentence-transformers), any other through sentence-transformers."""
+    if is_mean_pooling_model(path):
+        return MeanPoolingEncoder(path, device)
+    return SentenceTransformerEncoder(path, device)
+
+
 class SentenceTransformerEmbedder:
     """A sentence-transformers model loaded once (offline for local paths).
 
@@ -42,8 +66,6 @@ class SentenceTransformerEmbedder:
     """
 
     def __init__(self, config: EmbeddingConfig, threads: int | None = None) -> None:
-        from sentence_transformers import SentenceTransformer
-
         path = resolve_model_path(config.model)
         if os.path.isdir(path):
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -56,16 +78,13 @@ class SentenceTransformerEmbedder:
             torch.set_num_threads(1)
             if self.threads > 1:
                 self.pool = ThreadPoolExecutor(self.threads, thread_name_prefix="embed")
-        self.model = SentenceTransformer(path, device=config.device)
+        self.encoder = load_encoder(path, config.device)
         self.batch_size = config.batch_size
-        self.dim = int(self.model.get_embedding_dimension())
+        self.dim = self.encoder.dim
         self._encode(["warm-up"])  # sets the tokenizer's padding state before threads share it
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        vectors = self.model.encode(
-            texts, batch_size=self.batch_size, normalize_embeddings=True,
-            convert_to_numpy=True, show_progress_bar=False,
-        )
+        vectors = self.encoder.encode(texts, self.batch_size)
         return vectors.astype(np.float32, copy=False).reshape(len(texts), self.dim)
 
     def embed(self, texts: list[str]) -> np.ndarray:
