@@ -231,7 +231,9 @@ def _fold_rows(base: pa.Table, deltas: list[pa.Table], keys: tuple[str, ...]) ->
         kept.append(delta.filter(pc.and_(newest, pc.is_valid(delta["description"]))))
         later.update(ids)
     if later and base.num_rows:
-        base = base.filter(pc.invert(pc.is_in(_entry_ids(base, keys), value_set=pa.array(sorted(later), pa.string()))))
+        stale = pc.is_in(_entry_ids(base, keys), value_set=pa.array(sorted(later), pa.string()))
+        if pc.any(stale).as_py():  # only re-indexed or deleted chunks' entries: new chunks' are not in the base
+            base = base.filter(pc.invert(stale))  # (a filter copies the whole table: 0.1-0.6 s at 500k rows)
     return pa.concat_tables([base, *reversed(kept)])
 
 
