@@ -15,7 +15,7 @@ class VectorStoreActor:
     """The single owner of a Milvus Lite file while indexing (a server is written directly)."""
 
     def __init__(self, uri: str, dim: int, prefix: str = "lightrag", token: str = "", db_name: str = "default"):
-        self.store = MilvusStore(uri, dim, prefix, token, db_name)
+        self.store = MilvusStore(uri, dim, prefix, token, db_name, searchable=False)  # it only writes
 
     def upsert(self, kind: str, rows: list[dict[str, Any]]) -> int:
         return self.store.upsert(kind, rows)
