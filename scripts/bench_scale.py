@@ -1001,7 +1001,8 @@ def main(argv: list[str] | None = None) -> None:
                         "first, retrieval runs on each and the retrieved ids are compared (default: lite)")
     parser.add_argument("--workdir", default=None, help="scratch folder, kept (default: a new temp dir, removed)")
     parser.add_argument("--json-out", default=None, help="write every row and setting as JSON here")
-    parser.add_argument("--plot", default="bench_scale.png", help="PNG of merge time vs mentions (bench_scale.png)")
+    parser.add_argument("--plot", default=None, help="PNG of merge time vs mentions (default: beside --json-out, "
+                        "with its name and .png; none without --json-out)")
     args = parser.parse_args(argv)
 
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="bench_scale_"))
@@ -1135,8 +1136,8 @@ def main(argv: list[str] | None = None) -> None:
     if adds or queries:
         print(f"\n## Targets\n\n{targets_table(adds, queries, graph_info)}")
     print(f"\nmachine: {machine()}; command: {command}")
-    png = Path(args.plot)
-    if plot(merges, png):
+    png = Path(args.plot) if args.plot else Path(args.json_out).with_suffix(".png") if args.json_out else None
+    if png and plot(merges, png):
         print(f"plot: {png}")
     if args.json_out:
         Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
