@@ -113,9 +113,10 @@ def test_bench_scale_prints_tables_with_consistent_counts(tmp_path):
         # where the time goes: each mode's store calls, and only those
         stages = {r["mode"]: {stage for stage, ms in r["stage_p50_ms"].items() if ms > 0} for r in rows}
         assert stages["naive"] == {"embed", "search chunks"}  # the search hits carry the passages
-        assert stages["local"] == {"embed", "search entities", "graph neighborhood", "get chunks"}
-        assert stages["global"] == {"embed", "search relations", "graph fetch", "get chunks"}
-        # mix looks up by id only the graph passages its chunk search missed (often none here)
+        # graph modes also search the question's nearest passages, whose similarity ranks the graph passages
+        assert stages["local"] == {"embed", "search chunks", "search entities", "graph neighborhood", "get chunks"}
+        assert stages["global"] == {"embed", "search chunks", "search relations", "graph fetch", "get chunks"}
+        # mix: the same stores as local, global and naive together
         assert stages["mix"] - {"get chunks"} == (stages["local"] | stages["global"] | stages["naive"]) - {"get chunks"}
         assert stages["walk"] == {"embed", "search chunks", "search entities", "graph passage entities", "get chunks"}
     assert "| mode | p50 ms | embed |" in done.stdout

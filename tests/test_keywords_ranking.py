@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lightrag_ray.core.keywords import Keywords, keywords_without_llm, parse_keywords
-from lightrag_ray.core.ranking import fuse, graph_chunk_ranking, interleave, local_relation_order
+from lightrag_ray.core.ranking import graph_chunk_ranking, interleave, local_relation_order, relevance_ranking
 
 
 @pytest.mark.parametrize("answer, expected", [
@@ -44,10 +44,15 @@ def test_graph_chunks_follow_the_best_citing_item_then_citations():
     assert graph_chunk_ranking(entities, relations) == ["c1", "c2", "c3"]
 
 
-def test_fuse_is_weighted_reciprocal_rank():
-    assert fuse([(["a", "b", "c"], 1.0), (["c", "b"], 1.0)]) == ["c", "b", "a"]  # 1/62+1/60 > 2/61 > 1/60
-    assert fuse([(["a", "b"], 1.0), (["b", "a"], 3.0)]) == ["b", "a"]
-    assert fuse([]) == []
+def test_relevance_ranking_weighs_similarity_against_the_place_in_the_graph_order():
+    similarity = {"a": 0.30, "b": 0.50, "c": 0.31, "d": 0.40}
+    # scores 0.30, 0.50 - 0.05 ln 2 = 0.465, 0.31 - 0.05 ln 3 = 0.255, 0.40 - 0.05 ln 4 = 0.331
+    assert relevance_ranking(["a", "b", "c", "d"], similarity, floor=0.0) == ["b", "d", "a", "c"]
+    assert relevance_ranking(["a", "b", "c", "d"], similarity, floor=0.0, weight=1.0) == ["a", "b", "c", "d"]
+    # unknown similarity: the floor, then the graph order decides
+    assert relevance_ranking(["x", "y", "b"], {"b": 0.2}, floor=0.25) == ["x", "y", "b"]
+    assert relevance_ranking(["x", "y", "b"], {"b": 0.4}, floor=0.25) == ["b", "x", "y"]
+    assert relevance_ranking([], {}, floor=0.0) == []
 
 
 def test_local_relation_order_joined_first_then_endpoint_rank_then_weight():

@@ -11,7 +11,7 @@ import pytest
 from lightrag_ray.config import load_settings
 from lightrag_ray.core.ids import chunk_id, doc_id
 from lightrag_ray.core.names import entity_key
-from lightrag_ray.core.ranking import rank_local_relations
+from lightrag_ray.core.ranking import graph_chunk_ranking, rank_local_relations
 from lightrag_ray.core.records import EntityRecord, RelationRecord
 from lightrag_ray.query.engine import QueryEngine, QueryParam
 from tests.memory_stores import HashingEmbedder, MemoryGraph, index_in_memory
@@ -101,6 +101,17 @@ def test_naive_uses_chunk_vectors_only_and_mix_adds_graph_passages():
     assert {c["reference_id"] for c in mix.chunks} == {r["reference_id"] for r in mix.references}
 
 
+@pytest.mark.parametrize("mode", ["local", "global", "hybrid", "mix"])
+def test_graph_passages_are_ranked_by_relevance_to_the_question(mode):
+    engine, _ = _engine()
+    context, _, _ = retrieve(engine, "Who is the nephew of Ebenezer Scrooge?", mode=mode,
+                             ll_keywords=["Ebenezer Scrooge"], hl_keywords=["nephew"])
+    text = {c["chunk_id"]: c["text"] for c in context.chunks}
+    graph_order = graph_chunk_ranking(context.entities, context.relations)
+    assert text[graph_order[0]] != PASSAGES[3]  # the citing items alone rank another passage first
+    assert context.chunks[0]["text"] == PASSAGES[3]  # "Fred is the nephew of Ebenezer Scrooge"
+
+
 def test_without_llm_keywords_come_from_the_question():
     engine, _ = _engine()
     context, keywords, calls = retrieve(engine, "What did Jacob Marley do?", mode="local")
@@ -182,8 +193,8 @@ class RecordingEmbedder(HashingEmbedder):
 
 
 @pytest.mark.parametrize("mode, texts", [
-    ("naive", ["Who is Tiny Tim?"]), ("local", ["Tiny Tim"]), ("global", ["family"]),
-    ("hybrid", ["Tiny Tim", "family"]), ("mix", ["Who is Tiny Tim?", "Tiny Tim", "family"]),
+    ("naive", ["Who is Tiny Tim?"]), ("local", ["Who is Tiny Tim?", "Tiny Tim"]), ("global", ["Who is Tiny Tim?", "family"]),
+    ("hybrid", ["Who is Tiny Tim?", "Tiny Tim", "family"]), ("mix", ["Who is Tiny Tim?", "Tiny Tim", "family"]),
     ("walk", ["Who is Tiny Tim?", "Tiny Tim"]), ("bypass", None),
 ])
 def test_each_mode_embeds_only_the_texts_it_searches_with_in_one_call(mode, texts):
@@ -217,18 +228,17 @@ class RecordingVectors:
         return await self.inner.get(kind, ids, output_fields)
 
 
-def test_passages_found_by_vector_search_need_no_lookup_by_id():
+def test_naive_passages_need_no_lookup_by_id_and_graph_modes_read_only_those_kept():
     engine, _ = _engine()
     plain, _, _ = retrieve(engine, "Who is Tiny Tim?", mode="mix")
     engine.vectors = recording = RecordingVectors(engine.vectors)
     naive, _, _ = retrieve(engine, "Who is Tiny Tim?", mode="naive")
     assert naive.chunks and recording.gets == []  # the search hits carry the passages
     assert all("score" not in chunk and chunk["text"] for chunk in naive.chunks)
-    mix, _, _ = retrieve(engine, "Who is Tiny Tim?", mode="mix")
-    vector_ids = {c["chunk_id"] for c in naive.chunks}
-    looked_up = [i for kind, ids in recording.gets if kind == "chunks" for i in ids]
-    assert not vector_ids & set(looked_up)  # only graph passages the search did not return
-    assert mix.to_dict() == plain.to_dict()
+    mix, _, _ = retrieve(engine, "Who is Tiny Tim?", mode="mix", chunk_top_k=2)
+    # its similarity search returns ids and scores only: the passages kept are read in one lookup
+    assert recording.gets == [("chunks", [c["chunk_id"] for c in mix.chunks])] and len(mix.chunks) == 2
+    assert retrieve(engine, "Who is Tiny Tim?", mode="mix")[0].to_dict() == plain.to_dict()
 
 
 class RecordingGraph:

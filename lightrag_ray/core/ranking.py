@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from itertools import chain
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
-RRF_K = 60
+# Similarity to the question given up per step of log(1 + place in the graph order): chosen on
+# HotpotQA and CMRC 2018 (docs/benchmarks.md).
+RELEVANCE_WEIGHT = 0.05
 
 
 def interleave(*lists: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any] = lambda x: x["id"]) -> list[dict[str, Any]]:
@@ -63,10 +66,9 @@ def graph_chunk_ranking(entities: list[dict[str, Any]], relations: list[dict[str
     return ranked
 
 
-def fuse(ranked_lists: Iterable[tuple[list[str], float]], k: int = RRF_K) -> list[str]:
-    """Weighted reciprocal-rank fusion of ranked id lists (ties: first seen first)."""
-    score: dict[str, float] = {}
-    for ids, weight in ranked_lists:
-        for rank, item in enumerate(ids):
-            score[item] = score.get(item, 0.0) + weight / (k + rank)
-    return sorted(score, key=score.__getitem__, reverse=True)  # stable under reverse
+def relevance_ranking(ids: list[str], similarity: dict[str, float], floor: float,
+                      weight: float = RELEVANCE_WEIGHT) -> list[str]:
+    """``ids`` (distinct, in graph order) by their similarity to the question less ``weight``
+    x log(1 + their place); ids without a known similarity get ``floor`` (ties: graph order)."""
+    scores = [similarity.get(item, floor) - weight * math.log1p(place) for place, item in enumerate(ids)]
+    return [ids[i] for i in sorted(range(len(ids)), key=scores.__getitem__, reverse=True)]  # stable under reverse

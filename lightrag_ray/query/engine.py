@@ -4,8 +4,10 @@ Modes (LightRAG's): ``local`` low-level keywords -> entities -> their one-hop re
 ``global`` high-level keywords -> relations -> their endpoint entities; ``hybrid`` both;
 ``mix`` hybrid plus chunk vectors; ``naive`` chunk vectors only; ``bypass`` the LLM
 alone. Ours: ``walk`` (default) passages ranked by a personalized PageRank from the
-question's entities and best passages over the entity-passage graph (query.walk). A
-query makes one keyword call (skipped when keywords are given) and one generation call.
+question's entities and best passages over the entity-passage graph (query.walk). Graph
+passages (and ``mix``'s vector passages with them) are ranked by their similarity to the
+question, less a penalty for their place in the graph order (core.ranking.relevance_ranking).
+A query makes one keyword call (skipped when keywords are given) and one generation call.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from lightrag_ray.config import Settings
 from lightrag_ray.core import prompts
 from lightrag_ray.core.context import Budgets, QueryContext, build_context
 from lightrag_ray.core.keywords import Keywords, keywords_without_llm, parse_keywords
-from lightrag_ray.core.ranking import fuse, graph_chunk_ranking, interleave, rank_local_relations
+from lightrag_ray.core.ranking import graph_chunk_ranking, interleave, rank_local_relations, relevance_ranking
 from lightrag_ray.core.tokenizer import count_tokens
 from lightrag_ray.models.llm import LLMClient
 from lightrag_ray.query.stores import GraphLookup, TextEmbedder, VectorIndex
@@ -30,12 +32,17 @@ from lightrag_ray.query.walk import walk_chunk_ids
 
 Mode = Literal["naive", "local", "global", "hybrid", "mix", "walk", "bypass"]
 DEFAULT_MODE: Mode = "walk"  # the best at equal context size (docs/benchmarks.md, HotpotQA)
-# Which search vectors a mode uses: the question finds passages, the low-level keywords
-# entities, the high-level keywords relations, each low-level keyword its own entity (walk).
+# Which search vectors a mode uses: the question finds passages (and ranks graph passages),
+# the low-level keywords entities, the high-level keywords relations, each low-level keyword
+# its own entity (walk).
 SEARCH_TEXTS: dict[str, tuple[str, ...]] = {
-    "naive": ("question",), "local": ("low",), "global": ("high",), "hybrid": ("low", "high"),
-    "mix": ("question", "low", "high"), "walk": ("question", "names"), "bypass": (),
+    "naive": ("question",), "local": ("question", "low"), "global": ("question", "high"),
+    "hybrid": ("question", "low", "high"), "mix": ("question", "low", "high"), "walk": ("question", "names"),
+    "bypass": (),
 }
+# The question's nearest passages whose similarity ranks the graph passages (others count as
+# no more similar than the last of them); one search, side by side with the graph reads.
+SIMILARITY_POOL = 100
 CHUNK_FIELDS = ["id", "text", "file_path", "doc_id", "order", "text_tokens"]  # text_tokens: absent in older indexes
 # What each collection's search returns: passages come whole, so the hits need no lookup.
 SEARCH_FIELDS = {"entities": ["id", "key"], "relations": ["id", "source_key", "target_key"], "chunks": CHUNK_FIELDS}
@@ -109,8 +116,8 @@ class QueryEngine:
         return Keywords(found.high or [question], found.low or [question], answer), 1
 
     # ---- retrieval ------------------------------------------------------------------
-    async def _search(self, kind: str, vector: Any, top_k: int) -> list[dict[str, Any]]:
-        fields = SEARCH_FIELDS[kind]
+    async def _search(self, kind: str, vector: Any, top_k: int, fields: list[str] | None = None) -> list[dict[str, Any]]:
+        fields = fields or SEARCH_FIELDS[kind]
         hits = await self.vectors.search(kind, np.asarray([vector], dtype=np.float32), top_k, fields)
         return hits[0]
 
@@ -171,35 +178,36 @@ class QueryEngine:
         if param.mode == "bypass":
             return QueryContext(), Keywords(), 0
         keywords, calls, vectors = await self.search_vectors(question, param)
-        q_vec, ll_vec, hl_vec = vectors.question, vectors.low, vectors.high
-        entities, relations = [], []
-        vector_hits: list[dict[str, Any]] = []
-        tasks = []
-        if param.mode not in ("naive", "walk"):
-            tasks.append(self._graph_items(param.mode, ll_vec, hl_vec, param.top_k))
-        if param.mode in ("naive", "mix"):
-            tasks.append(self._search("chunks", q_vec, param.chunk_top_k))
-        results = await asyncio.gather(*tasks)
-        if param.mode not in ("naive", "walk"):
-            entities, relations = results[0]
-        if param.mode in ("naive", "mix"):
-            vector_hits = results[-1]
-        vector_ids = [hit["id"] for hit in vector_hits]
-        graph_ids = graph_chunk_ranking(entities, relations)
-        if param.mode == "naive":
-            chunk_ids = vector_ids
-        elif param.mode == "walk":
-            chunk_ids = await walk_chunk_ids(self.vectors, self.graph, q_vec, keywords.low, vectors.names, param.chunk_top_k)
-        elif param.mode == "mix":
-            chunk_ids = fuse([(vector_ids, 1.0), (graph_ids, 1.0)])
-        else:
-            chunk_ids = graph_ids
+        if param.mode == "walk":
+            entities, relations, vector_hits = [], [], []
+            chunk_ids = await walk_chunk_ids(self.vectors, self.graph, vectors.question, keywords.low, vectors.names,
+                                             param.chunk_top_k)
+        elif param.mode == "naive":
+            entities, relations = [], []
+            vector_hits = await self._search("chunks", vectors.question, param.chunk_top_k)
+            chunk_ids = [hit["id"] for hit in vector_hits]
+        else:  # the pool's ids and scores only: the few passages kept are read by id
+            (entities, relations), pool = await asyncio.gather(
+                self._graph_items(param.mode, vectors.low, vectors.high, param.top_k),
+                self._search("chunks", vectors.question, max(param.chunk_top_k, SIMILARITY_POOL), ["id"]))
+            vector_hits, chunk_ids = [], self._graph_chunk_ids(param, entities, relations, pool)
         chunks = await self._chunks(chunk_ids[: param.chunk_top_k], vector_hits)
         reserved = self._reserved_tokens(question, param)
         budgets = Budgets(param.max_entity_tokens, param.max_relation_tokens, param.max_total_tokens)
         context = build_context(entities, relations, chunks, budgets, reserved_tokens=reserved,
                                 encoding=self.settings.chunking.encoding)
         return context, keywords, calls
+
+    @staticmethod
+    def _graph_chunk_ids(param: QueryParam, entities: list, relations: list, pool: list[dict[str, Any]]) -> list[str]:
+        """Passages of the ranked graph items (``mix``: and the first vector hits after them),
+        ranked by their similarity to the question, read from ``pool`` (the question's nearest
+        passages, best first), less a penalty for their place in the graph order."""
+        candidates = graph_chunk_ranking(entities, relations)
+        if param.mode == "mix":
+            candidates = list(dict.fromkeys(candidates + [hit["id"] for hit in pool[: param.chunk_top_k]]))
+        similarity = {hit["id"]: hit["score"] for hit in pool}
+        return relevance_ranking(candidates, similarity, pool[-1]["score"] if pool else 0.0)
 
     def _reserved_tokens(self, question: str, param: QueryParam) -> int:
         messages = prompts.answer_messages(question, "", param.history, param.response_type, param.instructions)
