@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from lightrag_ray.core.names import entity_key
-from lightrag_ray.core.walk import passage_walk
+from lightrag_ray.core.walk import passage_walk, split_restart
 from tests.test_query_engine import _engine, retrieve
 
 BRIDGE = [
@@ -29,6 +29,16 @@ def test_entity_seeds_and_isolated_seed_passages_count():
     scores = passage_walk({"mara": ["p1", "p2"]}, {"mara": 1.0}, {"lonely": 1.0})
     assert scores["p1"] == scores["p2"] > 0.0 and scores["lonely"] > 0.0
     assert passage_walk({}, {}, {}) == {} and passage_walk({"mara": ["p1"]}, {"other": 1.0}, {}) == {}
+
+
+def test_the_named_entity_gets_half_the_restart_mass_against_five_seed_passages():
+    links = {"named": ["p_named"], "shared": ["p1", "p2"]}
+    entities, passages = {"named": 1.0}, {f"p{i}": 1.0 for i in range(1, 6)}
+    assert split_restart(entities, passages) == ({"named": 0.5}, {p: 0.1 for p in passages})
+    assert split_restart({}, passages) == ({}, passages) and split_restart(entities, {}) == (entities, {})
+    unsplit, split = passage_walk(links, entities, passages), passage_walk(links, *split_restart(entities, passages))
+    assert unsplit["p_named"] < min(unsplit[p] for p in passages)  # one seed among six: outranked by all passages
+    assert split["p_named"] > max(split[p] for p in passages)
 
 
 def test_one_shard_round_gives_the_entities_of_passages_and_keys_and_skips_hubs():

@@ -12,8 +12,20 @@ import numpy as np
 import scipy.sparse as sp
 
 DAMPING = 0.5  # probability of following an edge rather than restarting at a seed
+ENTITY_SHARE = 0.5  # of the restart mass, for the question's entities (the rest for its passages)
 ITERATIONS = 50
 TOLERANCE = 1e-9
+
+
+def split_restart(entity_seeds: dict[str, float], passage_seeds: dict[str, float],
+                  entity_share: float = ENTITY_SHARE) -> tuple[dict[str, float], dict[str, float]]:
+    """The seeds rescaled so that the entities get ``entity_share`` of the restart mass and the
+    passages the rest (each side keeps its own proportions; one side alone gets it all)."""
+    entity_total, passage_total = sum(entity_seeds.values()), sum(passage_seeds.values())
+    if entity_total <= 0 or passage_total <= 0:
+        return entity_seeds, passage_seeds
+    return ({key: w * entity_share / entity_total for key, w in entity_seeds.items()},
+            {chunk: w * (1 - entity_share) / passage_total for chunk, w in passage_seeds.items()})
 
 
 def passage_walk(links: dict[str, list[str]], entity_seeds: dict[str, float], passage_seeds: dict[str, float],

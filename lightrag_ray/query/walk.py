@@ -7,7 +7,8 @@ for the entities of the seed passages and of the names (a name's own entity when
 has it, else the nearest found), with the passages that mention each (hubs, mentioned by
 more than ``MAX_CHUNKS`` passages, are not expanded). Seeds: the question's entities weighted
 by specificity (one over their number of passages) and the first ``SEED_PASSAGES``
-passages weighted by a softmax of their similarity to the question.
+passages weighted by a softmax of their similarity to the question; the entities, when the
+question names some, get half of the restart mass and the passages the other half.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from lightrag_ray.core.names import entity_key
-from lightrag_ray.core.walk import passage_walk
+from lightrag_ray.core.walk import passage_walk, split_restart
 from lightrag_ray.query.stores import GraphLookup, VectorIndex
 
 SEED_PASSAGES = 5
@@ -63,6 +64,6 @@ async def walk_chunk_ids(vectors: VectorIndex, graph: GraphLookup, question_vect
     entity_seeds = {key: weight / rows[key]["n_chunks"] for key, weight in linked.items()}
     best = max((h["score"] for h in seeds), default=0.0)
     passage_seeds = {h["id"]: float(np.exp((h["score"] - best) / SEED_TEMPERATURE)) for h in seeds}
-    scores = passage_walk(links, entity_seeds, passage_seeds)
+    scores = passage_walk(links, *split_restart(entity_seeds, passage_seeds))
     ranked = sorted(scores, key=lambda c: -scores[c])
     return list(dict.fromkeys(ranked + [h["id"] for h in hits]))[:top_k]
