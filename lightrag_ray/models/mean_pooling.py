@@ -22,7 +22,8 @@ NORMALIZE = "sentence_transformers.models.Normalize"
 POOLING_MODES = ("cls_token", "max_tokens", "mean_sqrt_len_tokens", "weightedmean_tokens", "lasttoken")
 
 
-def _json(path: Path) -> dict[str, Any]:
+def _json(path: Path) -> Any:
+    """A JSON file's content ({} when the file is absent)."""
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
@@ -47,10 +48,8 @@ class MeanPoolingEncoder:
     vectors averaged over the attention mask, L2-normalised."""
 
     def __init__(self, path: str, device: str = "cpu") -> None:
-        import torch
         from transformers import AutoModel, AutoTokenizer
 
-        self._torch = torch
         folder = Path(path)
         config = _json(folder / "sentence_bert_config.json")
         self.tokenizer = AutoTokenizer.from_pretrained(path)
@@ -62,7 +61,7 @@ class MeanPoolingEncoder:
 
     def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         """Unit vectors, one row per text, in input order (batches of similar length)."""
-        torch = self._torch
+        import torch  # loaded with the model already
         cleaned = [str(text).strip() for text in texts]
         if self.lower_case:
             cleaned = [text.lower() for text in cleaned]
