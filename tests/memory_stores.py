@@ -15,12 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from lightrag_ray.core.alias_rules import NameRow
 from lightrag_ray.core.merge import ShardGraph
 from lightrag_ray.core.records import EntityRecord, RelationRecord
 from lightrag_ray.storage.graph_calls import (
     merge_fetch,
     merge_neighborhood,
     merge_passage_entities,
+    plan_aliases,
     plan_apply,
     plan_fetch,
     plan_neighborhood,
@@ -93,6 +95,20 @@ class MemoryGraph:
             for kind, items in shard.take_changes().items():
                 merged[kind].extend(items)
         return merged
+
+    # The alias pass's side of GraphRouter (index.aliases.link_aliases), one call per shard.
+    def new_names(self) -> list[NameRow]:
+        return [name for shard in self.shards for name in shard.new_names()]
+
+    def block_members(self, blocks: list[str], limit: int) -> dict[str, list[NameRow]]:
+        merged: dict[str, list[NameRow]] = {}
+        for shard in self.shards:
+            for block, members in shard.block_members(blocks, limit).items():
+                merged.setdefault(block, []).extend(members)
+        return merged
+
+    def set_aliases(self, verdicts: list[tuple[str, str, str | None]]) -> int:
+        return sum(self.shards[i].set_aliases(part) for i, part in plan_aliases(verdicts, self.num_shards).items())
 
     async def neighborhood(self, keys: list[str], max_relations: int | None = None) -> dict[str, list[dict[str, Any]]]:
         plan = plan_neighborhood(keys, self.num_shards, max_relations)

@@ -16,6 +16,7 @@ import networkx as nx
 
 Pair = tuple[str, str]
 Data = dict[str, Any]  # node: mentions, owned; edge: mentions, weight
+Links = dict[str, str]  # an entity's aliases: other entity key -> reason (core.alias_rules)
 
 
 def pair(a: str, b: str) -> Pair:
@@ -26,9 +27,10 @@ def pair(a: str, b: str) -> Pair:
 class LiveState:
     """The graph as the writer has it now."""
 
-    def __init__(self, graph: nx.Graph, summaries: dict[str, str]) -> None:
+    def __init__(self, graph: nx.Graph, summaries: dict[str, str], aliases: dict[str, Links]) -> None:
         self.graph = graph
         self.summaries = summaries
+        self.alias_links = aliases
 
     def node(self, key: str) -> Data | None:
         return self.graph.nodes.get(key)
@@ -48,6 +50,9 @@ class LiveState:
     def summary(self, digest: str) -> str | None:
         return self.summaries.get(digest)
 
+    def aliases(self, key: str) -> Links:
+        return self.alias_links.get(key, {})
+
 
 class PublishedState:
     """The graph as of the last publish, while a write job changes the live one."""
@@ -59,6 +64,7 @@ class PublishedState:
         self.touched: dict[str, set[str]] = {}  # key -> other endpoints of its touched edges
         self.new_summaries: set[str] = set()
         self.bases: dict[str, Any] = {}  # item id -> pre-job SummaryBase (None: it had none)
+        self.alias_links: dict[str, Links | None] = {}  # pre-job aliases of touched keys (None: it had none)
 
     # ---- called by the writer before it changes an item -----------------------------------
     def remember_node(self, key: str) -> None:
@@ -76,6 +82,11 @@ class PublishedState:
 
     def remember_base(self, item: str, base: Any) -> None:
         self.bases.setdefault(item, base)
+
+    def remember_aliases(self, key: str) -> None:
+        if key not in self.alias_links:
+            links = self.live.alias_links.get(key)
+            self.alias_links[key] = None if links is None else dict(links)
 
     # ---- the published graph ----------------------------------------------------------------
     def node(self, key: str) -> Data | None:
@@ -102,3 +113,6 @@ class PublishedState:
 
     def summary(self, digest: str) -> str | None:
         return None if digest in self.new_summaries else self.live.summary(digest)
+
+    def aliases(self, key: str) -> Links:
+        return (self.alias_links[key] or {}) if key in self.alias_links else self.live.aliases(key)

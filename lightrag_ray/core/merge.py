@@ -21,8 +21,10 @@ from typing import Any, NamedTuple
 
 import networkx as nx
 
+from lightrag_ray.core.alias_rules import NameRow
 from lightrag_ray.core.graph_versions import LiveState, PublishedState, pair
 from lightrag_ray.core.ids import entity_id, relation_id
+from lightrag_ray.core.shard_aliases import ShardAliases
 from lightrag_ray.core.shard_views import DESCRIPTION_SEP, ShardView, fragments_hash
 from lightrag_ray.core.summary_bases import SummaryBase, base_of, summary_input
 
@@ -62,6 +64,7 @@ class GraphRows(NamedTuple):
     relations: Columns
     summaries: dict[str, str]
     bases: dict[str, SummaryBase | None]
+    aliases: Columns  # core.shard_aliases.ALIAS_COLUMNS (in a change set, reason None: unlinked)
 
 
 class ShardGraph:
@@ -93,7 +96,8 @@ class ShardGraph:
         self.unsaved_summaries: set[str] = set()
         self.unsaved_bases: set[str] = set()
         self._counts = {"entities": 0, "relations": 0}  # owned nodes and edges, kept as they change
-        self._state = LiveState(self.graph, self.summaries)
+        self.aliases = ShardAliases()
+        self._state = LiveState(self.graph, self.summaries, self.aliases.links)
         self.live = ShardView(self._state, shard, num_shards, max_source_ids)
         self.published = self.live
         self._job: PublishedState | None = None
@@ -133,6 +137,7 @@ class ShardGraph:
             del self.summaries[digest]
         for item, base in job.bases.items():
             self._set_base(item, base)
+        self.aliases.restore(job.alias_links)
         self.dirty_nodes.update(job.nodes)
         self.dirty_edges.update(job.edges)
         self._recount()
@@ -155,6 +160,8 @@ class ShardGraph:
             owned = self.owns(key)
             self.graph.add_node(key, mentions={}, owned=owned)
             self._counts["entities"] += owned
+            if owned:
+                self.aliases.created(key)
 
     def _ensure_edge(self, a: str, b: str) -> None:
         if self._job is not None:
@@ -167,6 +174,7 @@ class ShardGraph:
         """Remove a node that has no edges left."""
         self._counts["entities"] -= self.graph.nodes[key]["owned"]
         self.graph.remove_node(key)
+        self.aliases.removed(key, self._remember_aliases)
 
     def _remove_edge(self, a: str, b: str) -> None:
         self._counts["relations"] -= self.owns_edge(a, b)
@@ -264,6 +272,32 @@ class ShardGraph:
                 self._remove_node(key)
             self.dirty_nodes.add(key)
             self.live.forget(key)
+
+    # ---- aliases (index.aliases runs the pass) ----------------------------------------
+    def _remember_aliases(self, key: str) -> None:
+        if self._job is not None:
+            self._job.remember_aliases(key)
+
+    def _exists(self, key: str) -> bool:
+        return key in self.graph and self.graph.nodes[key]["owned"]
+
+    def _alias_name(self, key: str) -> tuple[str, str, list[str]]:
+        return key, self.live.display_name(key), sorted(self.graph.nodes[key]["mentions"])
+
+    def new_names(self) -> list[NameRow]:
+        """(key, display name, passages) of the owned entities created since the last call."""
+        return [self._alias_name(key) for key in self.aliases.take_unlinked(self._exists)]
+
+    def block_members(self, blocks: list[str], limit: int) -> dict[str, list[NameRow]]:
+        """Per block key (core.alias_rules), the owned entities in it as (key, display name,
+        passages), at most ``limit + 1``."""
+        found = self.aliases.block_members(blocks, limit, lambda: (k for k in self.graph if self._exists(k)), self._exists)
+        return {block: [self._alias_name(key) for key in keys] for block, keys in found.items()}
+
+    def set_aliases(self, verdicts: list[tuple[str, str, str | None]]) -> int:
+        """Link (reason) or unlink (None) pairs of entity keys at their owned ends; returns how
+        many links changed."""
+        return self.aliases.set(verdicts, self.owns, self._remember_aliases)
 
     # ---- reads --------------------------------------------------------------------
     # Readers' (the published graph):
@@ -410,7 +444,8 @@ class ShardGraph:
         relations = _relation_rows((a, b, chunk, self._edge_mentions(a, b, chunk))
                                    for (a, b), chunks in self.unsaved_edges.items() for chunk in sorted(chunks))
         summaries = {h: self.summaries[h] for h in self.unsaved_summaries if h in self.summaries}
-        return GraphRows(entities, relations, summaries, {i: self.summary_bases.get(i) for i in self.unsaved_bases})
+        return GraphRows(entities, relations, summaries, {i: self.summary_bases.get(i) for i in self.unsaved_bases},
+                         self.aliases.changed_columns())
 
     def all_rows(self) -> GraphRows:
         """Everything the shard holds, as rows (a full snapshot)."""
@@ -418,12 +453,13 @@ class ShardGraph:
                                 for chunk, mentions in data["mentions"].items())
         relations = _relation_rows((a, b, chunk, mentions) for a, b in (pair(*e) for e in self.graph.edges)
                                    for chunk, mentions in self.graph.edges[a, b]["mentions"].items())
-        return GraphRows(entities, relations, dict(self.summaries), dict(self.summary_bases))
+        return GraphRows(entities, relations, dict(self.summaries), dict(self.summary_bases), self.aliases.all_columns())
 
     def mark_saved(self) -> None:
         """Start a new change set: what was changed so far is stored."""
         self.unsaved_nodes, self.unsaved_edges = {}, {}
         self.unsaved_summaries, self.unsaved_bases = set(), set()
+        self.aliases.unsaved = set()
 
     def load_rows(self, rows: GraphRows) -> None:
         """Fill an empty shard from a full set of rows in one pass per column set (no
@@ -478,6 +514,7 @@ class ShardGraph:
         self.graph.add_edges_from(edge_data)
         self.summaries.update(rows.summaries)
         self.summary_bases.update((item, base) for item, base in rows.bases.items() if base is not None)
+        self.aliases.load(rows.aliases)
         self._counts = owned
 
     def _node_mentions(self, key: str, chunk: str) -> list[EntityMention]:

@@ -200,14 +200,16 @@ class ShardView:
     def passage_entities(self, chunk_ids: list[str], keys: list[str], max_chunks: int) -> list[dict[str, Any]]:
         """One hop between passages and entities: the owned entities among ``keys`` or
         mentioned by the passages ``chunk_ids``, each with ``n_chunks``, the number of
-        passages mentioning it, and ``chunks``, those passages (none past ``max_chunks``:
-        a hub such as a country leads everywhere, so it is not expanded)."""
+        passages mentioning it, ``chunks``, those passages (none past ``max_chunks``:
+        a hub such as a country leads everywhere, so it is not expanded), and ``aliases``,
+        the keys of its name variants (core.alias_rules)."""
         index = self._chunk_index()
         found = [k for k in keys if self.state.node(k) is not None and self.owns(k)]
         rows = []
         for key in dict.fromkeys(found + [k for c in chunk_ids for k in index.get(c, ())]):
             chunks = sorted(self.state.node(key)["mentions"])
-            rows.append({"key": key, "n_chunks": len(chunks), "chunks": chunks if len(chunks) <= max_chunks else []})
+            rows.append({"key": key, "n_chunks": len(chunks), "chunks": chunks if len(chunks) <= max_chunks else [],
+                         "aliases": sorted(self.state.aliases(key))})
         return rows
 
     def _chunk_index(self) -> dict[str, list[str]]:

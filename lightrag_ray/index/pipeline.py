@@ -25,6 +25,7 @@ from lightrag_ray.config import Settings
 from lightrag_ray.core.chunking import chunk_text
 from lightrag_ray.core.records import EntityRecord, RelationRecord
 from lightrag_ray.index import local_stages
+from lightrag_ray.index.aliases import link_aliases
 from lightrag_ray.index.batch_llm import ProcessorRuns
 from lightrag_ray.index.documents import list_input_files, parse_file
 from lightrag_ray.index.embedding_pool import EmbeddingPool, Item
@@ -70,6 +71,7 @@ class IndexReport:
     llm_tokens: int = 0  # generated tokens, as ray.data.llm processors report them (0 for other backends)
     records_dropped: int = 0
     summaries: int = 0
+    alias_links: int = 0  # alias link ends made or removed by the alias pass (index.aliases)
     vectors_upserted: int = 0
     entities: int = 0
     relations: int = 0
@@ -340,6 +342,13 @@ class IndexRun:
             delete_graph_vectors(self.writer, changes["removed"])
         self._close_writer()  # flushed before the graph commits
 
+    def _link_aliases(self, router: GraphRouter) -> None:
+        """Link the run's new entities to their name variants (core.alias_rules)."""
+        started = time.monotonic()
+        self.report.alias_links = link_aliases(router)
+        if self.report.alias_links:
+            self.say(f"linked name variants: {self.report.alias_links} alias links ({time.monotonic() - started:.1f} s)")
+
     def _close_writer(self) -> None:
         if self.writer is not None and self.writer is not self.vectors:
             self.writer.close()
@@ -414,6 +423,7 @@ class IndexRun:
                     self._record_documents(chunks, todo, {doc: [CANCELLED] * per_doc[doc] for doc in todo})
                     raise
                 self._embed(pool, chunk_thread, router)
+                self._link_aliases(router)
                 self._commit_graph(router)
             self._record_documents(chunks, todo, errors)
         finally:

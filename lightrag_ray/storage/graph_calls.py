@@ -54,6 +54,15 @@ def plan_apply(entities: list[EntityRecord], relations: list[RelationRecord], nu
     return plan
 
 
+def plan_aliases(verdicts: list[tuple[str, str, str | None]], num_shards: int) -> dict[int, list[tuple[str, str, str | None]]]:
+    """Alias verdicts (key, key, reason) per shard: each goes to the shards of both keys."""
+    plan: dict[int, list[tuple[str, str, str | None]]] = {}
+    for verdict in verdicts:
+        for shard in {shard_of(verdict[0], num_shards), shard_of(verdict[1], num_shards)}:
+            plan.setdefault(shard, []).append(verdict)
+    return plan
+
+
 def plan_neighborhood(keys: list[str], num_shards: int, max_relations: int | None) -> dict[int, tuple[Any, ...]]:
     """Arguments of ``neighborhood`` per shard owning one of ``keys``; every shard gets the
     whole ranked key list, since a relation's rank depends on both of its endpoints."""

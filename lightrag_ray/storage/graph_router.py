@@ -11,12 +11,14 @@ from typing import Any
 import ray
 
 from lightrag_ray.config import GraphConfig
+from lightrag_ray.core.alias_rules import NameRow
 from lightrag_ray.core.records import EntityRecord, RelationRecord
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph_calls import (
     merge_fetch,
     merge_mention_rows,
     merge_neighborhood,
+    plan_aliases,
     plan_apply,
     plan_fetch,
     plan_neighborhood,
@@ -135,6 +137,12 @@ class GraphRouter:
         """Remove entities with all their relations, and relations by endpoint keys, on every shard."""
         self._all("drop", list(keys), [tuple(p) for p in pairs], record=True, replicas="all")
 
+    def set_aliases(self, verdicts: list[tuple[str, str, str | None]]) -> int:
+        """Link (reason) or unlink (None) pairs of entity keys on the shards of both ends;
+        returns how many link ends changed."""
+        plan = plan_aliases(verdicts, self.num_shards)
+        return sum(self._call({i: ("set_aliases", (part,)) for i, part in plan.items()}, record=True, replicas="all").values())
+
     @contextlib.contextmanager
     def job(self) -> Iterator[None]:
         """One write job: readers (``fetch``, ``neighborhood``, ``export``, ``labels``, and
@@ -182,6 +190,19 @@ class GraphRouter:
         for changes in self._all("take_changes", replicas="all"):  # every replica forgets them
             for kind, items in changes.items():
                 merged[kind].extend(items)
+        return merged
+
+    def new_names(self) -> list[NameRow]:
+        """(key, name, passages) of the entities created since the last call (every replica forgets them)."""
+        return [name for names in self._all("new_names", replicas="all") for name in names]
+
+    def block_members(self, blocks: list[str], limit: int) -> dict[str, list[NameRow]]:
+        """Per alias block key, the entities in it as (key, name), from every shard (each
+        gives at most ``limit + 1``)."""
+        merged: dict[str, list[NameRow]] = {}
+        for found in self._all("block_members", blocks, limit):
+            for block, members in found.items():
+                merged.setdefault(block, []).extend(members)
         return merged
 
     def counts(self) -> dict[str, int]:

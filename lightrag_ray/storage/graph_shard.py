@@ -9,6 +9,7 @@ from typing import Any
 
 import ray
 
+from lightrag_ray.core.alias_rules import NameRow
 from lightrag_ray.core.merge import ShardGraph
 from lightrag_ray.core.tokenizer import count_tokens
 from lightrag_ray.storage.graph_snapshot import load_snapshot, save_snapshot, snapshot_folder, tidy
@@ -53,6 +54,18 @@ class GraphShard:
     def mention_rows(self, keys: list[str]) -> tuple[str, dict[str, list[Any]]]:
         """The live mention rows of the owned entities ``keys`` and their relations."""
         return self.incarnation, self.graph.mention_rows(keys)
+
+    def new_names(self) -> tuple[str, list[NameRow]]:
+        """(key, name) of the owned entities created since the last call (the alias pass)."""
+        return self.incarnation, self.graph.new_names()
+
+    def block_members(self, blocks: list[str], limit: int) -> tuple[str, dict[str, list[NameRow]]]:
+        """Per alias block key, the owned entities in it as (key, name), at most ``limit + 1``."""
+        return self.incarnation, self.graph.block_members(blocks, limit)
+
+    def set_aliases(self, verdicts: list[tuple[str, str, str | None]]) -> tuple[str, int]:
+        """Link (reason) or unlink (None) pairs of entity keys at the owned ends."""
+        return self.incarnation, self.graph.set_aliases(verdicts)
 
     def add_summaries(self, summaries: dict[str, str]) -> tuple[str, None]:
         self.graph.add_summaries(summaries)

@@ -1,9 +1,9 @@
 """Shard persistence: a full snapshot (base) plus one delta per committed write job.
 
     graph/shard-KKKK-of-NNNN/
-        base-VVVVVVVVVV/            entities, relations, summaries, summary_bases (.arrow),
+        base-VVVVVVVVVV/            entities, relations, summaries, summary_bases, aliases (.arrow),
                                     then complete.json, written last: a base without it is ignored
-        delta-VVVVVVVVVV.arrow      the (item, chunk) entries, summaries and bases one job changed
+        delta-VVVVVVVVVV.arrow      the (item, chunk) entries, summaries, bases and alias links one job changed
         entities.parquet, ...       an older workspace's snapshot: a base of version 0
 
 V is the manifest's graph version that the job commits (``manifest.json`` is written after
@@ -28,6 +28,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from lightrag_ray.core.merge import ENTITY_COLUMNS, RELATION_COLUMNS, GraphRows, ShardGraph
+from lightrag_ray.core.shard_aliases import ALIAS_COLUMNS
 from lightrag_ray.core.summary_bases import SummaryBase
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.workspace import Workspace
@@ -37,7 +38,8 @@ RELATION_SCHEMA = pa.schema([(name, pa.float64() if name == "weight" else pa.str
 DELTA_SCHEMA = pa.schema([("kind", pa.string()), *RELATION_SCHEMA, ("type", pa.string()), ("name", pa.string())])
 SUMMARY_SCHEMA = pa.schema([("hash", pa.string()), ("summary", pa.string())])
 BASE_SCHEMA = pa.schema([("item", pa.string()), ("digest", pa.string()), ("covered", pa.list_(pa.string()))])
-TABLES = ("entities", "relations", "summaries", "summary_bases")
+ALIAS_SCHEMA = pa.schema([(name, pa.string()) for name in ALIAS_COLUMNS])
+TABLES = ("entities", "relations", "summaries", "summary_bases", "aliases")
 BASE_FILES = tuple(f"{name}.arrow" for name in TABLES)
 LEGACY_FILES = tuple(f"{name}.parquet" for name in TABLES)  # an older workspace's snapshot
 COMPLETE = "complete.json"
@@ -98,8 +100,8 @@ def _summary_tables(summaries: dict[str, str], bases: dict[str, SummaryBase | No
 
 
 def _base_tables(state: Base) -> tuple[pa.Table, ...]:
-    """The four tables of a base, in BASE_FILES order."""
-    return (state.entities, state.relations, *_summary_tables(state.summaries, state.bases))
+    """The tables of a base, in BASE_FILES order."""
+    return (state.entities, state.relations, *_summary_tables(state.summaries, state.bases), state.aliases)
 
 
 def _shared(column: pa.ChunkedArray) -> list[Any]:
@@ -111,12 +113,11 @@ def _shared(column: pa.ChunkedArray) -> list[Any]:
     return [values[i] for i in encoded.indices.to_pylist()]
 
 
-def _rows(entities: pa.Table, relations: pa.Table, summaries: dict[str, str],
-          bases: dict[str, SummaryBase | None]) -> GraphRows:
+def _rows(state: Base) -> GraphRows:
     def columns(table: pa.Table) -> dict[str, list[Any]]:
         return {name: table[name].to_pylist() if name == "description" else _shared(table[name])
                 for name in table.column_names}
-    return GraphRows(columns(entities), columns(relations), summaries, bases)
+    return GraphRows(columns(state.entities), columns(state.relations), state.summaries, state.bases, columns(state.aliases))
 
 
 # ---- base ------------------------------------------------------------------------------------
@@ -141,10 +142,11 @@ class Base(NamedTuple):
     relations: pa.Table
     summaries: dict[str, str]
     bases: dict[str, SummaryBase | None]
+    aliases: pa.Table  # ALIAS_SCHEMA (a base written before aliases existed: none)
 
 
 def _write_base(workspace: Workspace, folder: str, version: int, tables: tuple[pa.Table, ...]) -> None:
-    """Write base-V: its four files, then the marker that makes it visible."""
+    """Write base-V: its files, then the marker that makes it visible."""
     root = f"graph/{folder}/base-{version:010d}"
     for name, table in zip(BASE_FILES, tables):
         _write_table(workspace, table, f"{root}/{name}")
@@ -154,7 +156,7 @@ def _write_base(workspace: Workspace, folder: str, version: int, tables: tuple[p
 
 def _read_base(workspace: Workspace, path: str | None) -> Base:
     if path is None:
-        return Base(ENTITY_SCHEMA.empty_table(), RELATION_SCHEMA.empty_table(), {}, {})
+        return Base(ENTITY_SCHEMA.empty_table(), RELATION_SCHEMA.empty_table(), {}, {}, ALIAS_SCHEMA.empty_table())
     suffix = "parquet" if workspace.fs.get_file_info(f"{path}/entities.parquet").type == pafs.FileType.File else "arrow"
     summaries = _read_table(workspace, f"{path}/summaries.{suffix}", SUMMARY_SCHEMA)
     bases = _read_table(workspace, f"{path}/summary_bases.{suffix}", BASE_SCHEMA)
@@ -162,7 +164,8 @@ def _read_base(workspace: Workspace, path: str | None) -> Base:
                 _read_table(workspace, f"{path}/relations.{suffix}", RELATION_SCHEMA),
                 dict(zip(summaries["hash"].to_pylist(), summaries["summary"].to_pylist())),
                 {item: SummaryBase(digest, tuple(covered)) for item, digest, covered in zip(
-                    bases["item"].to_pylist(), bases["digest"].to_pylist(), bases["covered"].to_pylist())})
+                    bases["item"].to_pylist(), bases["digest"].to_pylist(), bases["covered"].to_pylist())},
+                _read_table(workspace, f"{path}/aliases.{suffix}", ALIAS_SCHEMA))
 
 
 # ---- deltas ----------------------------------------------------------------------------------
@@ -173,22 +176,23 @@ def _delta_table(rows: GraphRows) -> pa.Table:
     """One file for a change set, one row kind per column set: "e" entity mentions (key in
     key_a), "r" relation mentions, "s" summaries (hash in key_a, text in description), "b"
     summary bases (item in key_a, digest in key_b, covered fragment keys in keywords; no
-    digest: the item has none any more)."""
-    e, r = rows.entities, rows.relations
+    digest: the item has none any more), "a" alias links (keys in key_a and key_b, reason in
+    description; none: unlinked)."""
+    e, r, a = rows.entities, rows.relations, rows.aliases
     bases = [(item, base.digest if base else None, COVERED_SEP.join(base.covered) if base else None)
              for item, base in rows.bases.items()]
-    kinds = [("e", len(e["key"])), ("r", len(r["key_a"])), ("s", len(rows.summaries)), ("b", len(bases))]
+    kinds = [("e", len(e["key"])), ("r", len(r["key_a"])), ("s", len(rows.summaries)), ("b", len(bases)), ("a", len(a["key"]))]
 
     def column(**parts: list[Any]) -> list[Any]:
         return [value for kind, n in kinds for value in parts.get(kind, [None] * n)]
 
     columns = {
         "kind": [kind for kind, n in kinds for _ in range(n)],
-        "key_a": column(e=e["key"], r=r["key_a"], s=list(rows.summaries), b=[b[0] for b in bases]),
-        "key_b": column(r=r["key_b"], b=[b[1] for b in bases]),
+        "key_a": column(e=e["key"], r=r["key_a"], s=list(rows.summaries), b=[b[0] for b in bases], a=a["key"]),
+        "key_b": column(r=r["key_b"], b=[b[1] for b in bases], a=a["other"]),
         "chunk_id": column(e=e["chunk_id"], r=r["chunk_id"]),
         "keywords": column(r=r["keywords"], b=[b[2] for b in bases]),
-        "description": column(e=e["description"], r=r["description"], s=list(rows.summaries.values())),
+        "description": column(e=e["description"], r=r["description"], s=list(rows.summaries.values()), a=a["reason"]),
         "weight": column(r=r["weight"]),
         "file_path": column(e=e["file_path"], r=r["file_path"]),
         "name_a": column(r=r["name_a"]), "name_b": column(r=r["name_b"]),
@@ -198,8 +202,8 @@ def _delta_table(rows: GraphRows) -> pa.Table:
 
 
 def _read_delta(workspace: Workspace, path: str) -> Base:
-    """A delta as (entity rows, relation rows, summaries, bases); rows with a null
-    description are removals."""
+    """A delta as a Base; entity and relation rows with a null description are removals, alias
+    rows with a null reason unlinkings."""
     with workspace.fs.open_input_file(path) as src:
         table = feather.read_table(src)
 
@@ -207,28 +211,29 @@ def _read_delta(workspace: Workspace, path: str) -> Base:
         return table.filter(pc.equal(table["kind"], kind))
 
     entities = of("e").rename_columns(["key" if c == "key_a" else c for c in table.column_names])
-    summaries, bases = of("s"), of("b")
+    summaries, bases, aliases = of("s"), of("b"), of("a")
     return Base(entities.select(ENTITY_SCHEMA.names).cast(ENTITY_SCHEMA),
                 of("r").select(RELATION_SCHEMA.names).cast(RELATION_SCHEMA),
                 dict(zip(summaries["key_a"].to_pylist(), summaries["description"].to_pylist())),
                 {item: SummaryBase(digest, tuple(covered.split(COVERED_SEP)) if covered else ()) if digest else None
                  for item, digest, covered in zip(bases["key_a"].to_pylist(), bases["key_b"].to_pylist(),
-                                                  bases["keywords"].to_pylist())})
+                                                  bases["keywords"].to_pylist())},
+                pa.table([aliases["key_a"], aliases["key_b"], aliases["description"]], schema=ALIAS_SCHEMA))
 
 
 def _entry_ids(table: pa.Table, keys: tuple[str, ...]) -> pa.ChunkedArray:
     return pc.binary_join_element_wise(*(table[k] for k in keys), "\x1f")
 
 
-def _fold_rows(base: pa.Table, deltas: list[pa.Table], keys: tuple[str, ...]) -> pa.Table:
-    """Base rows with every (item, chunk) entry a delta touched replaced by that entry in the
-    latest delta that touched it (removed when its row there has no description)."""
+def _fold_rows(base: pa.Table, deltas: list[pa.Table], keys: tuple[str, ...], present: str = "description") -> pa.Table:
+    """Base rows with every entry (``keys``: item and chunk) a delta touched replaced by that
+    entry in the latest delta that touched it (removed when its row there has no ``present``)."""
     later: set[str] = set()
     kept = []
     for delta in reversed(deltas):
         ids = _entry_ids(delta, keys).to_pylist()
         newest = pa.array([i not in later for i in ids], pa.bool_())
-        kept.append(delta.filter(pc.and_(newest, pc.is_valid(delta["description"]))))
+        kept.append(delta.filter(pc.and_(newest, pc.is_valid(delta[present]))))
         later.update(ids)
     if later and base.num_rows:
         stale = pc.is_in(_entry_ids(base, keys), value_set=pa.array(sorted(later), pa.string()))
@@ -248,7 +253,7 @@ def _fold(base: Base, deltas: list[Base]) -> Base:
                 bases[item] = value
     return Base(_fold_rows(base.entities, [d.entities for d in deltas], ("key", "chunk_id")),
                 _fold_rows(base.relations, [d.relations for d in deltas], ("key_a", "key_b", "chunk_id")),
-                summaries, bases)
+                summaries, bases, _fold_rows(base.aliases, [d.aliases for d in deltas], ("key", "other"), "reason"))
 
 
 def _state(workspace: Workspace, folder: str, version: int, files: ShardFiles | None = None) -> tuple[Base, int | None, list[int]]:
@@ -273,7 +278,7 @@ def load_snapshot(workspace: Workspace, shard: ShardGraph, version: int | None =
     gc.disable()
     try:
         state, _, _ = _state(workspace, snapshot_folder(shard.shard, shard.num_shards), version)
-        shard.load_rows(_rows(state.entities, state.relations, state.summaries, state.bases))
+        shard.load_rows(_rows(state))
     finally:
         if collecting:
             gc.enable()
@@ -288,7 +293,8 @@ def save_snapshot(workspace: Workspace, shard: ShardGraph, version: int, full_sh
     files = list_files(workspace, folder)
     has_base = files.newest_base(version - 1) is not None
     changed = shard.changed_rows()
-    empty = not (changed.entities["key"] or changed.relations["key_a"] or changed.summaries or changed.bases)
+    empty = not (changed.entities["key"] or changed.relations["key_a"] or changed.summaries or changed.bases
+                 or changed.aliases["key"])
     kind = "none" if empty and has_base else "base" if not has_base or shard.unsaved_share() >= full_share else "delta"
     stale_base = workspace.path("graph", folder, f"base-{version:010d}")
     if kind != "base" and workspace.fs.get_file_info(stale_base).type != pafs.FileType.NotFound:
@@ -299,7 +305,7 @@ def save_snapshot(workspace: Workspace, shard: ShardGraph, version: int, full_sh
         rows = shard.all_rows()
         _write_base(workspace, folder, version, _base_tables(Base(
             pa.table(rows.entities, schema=ENTITY_SCHEMA), pa.table(rows.relations, schema=RELATION_SCHEMA),
-            rows.summaries, rows.bases)))
+            rows.summaries, rows.bases, pa.table(rows.aliases, schema=ALIAS_SCHEMA))))
     elif kind == "delta":
         _write_table(workspace, _delta_table(changed), f"graph/{folder}/delta-{version:010d}.arrow")
     return kind
