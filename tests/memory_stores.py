@@ -107,6 +107,10 @@ class MemoryGraph:
                 merged.setdefault(block, []).extend(members)
         return merged
 
+    def relink_all(self) -> None:
+        for shard in self.shards:
+            shard.relink_all()
+
     def set_aliases(self, verdicts: list[tuple[str, str, str | None]]) -> int:
         return sum(self.shards[i].set_aliases(part) for i, part in plan_aliases(verdicts, self.num_shards).items())
 

@@ -23,7 +23,8 @@ from lightrag_ray.core.merge import ShardGraph
 from lightrag_ray.core.names import entity_key, normalize_name
 from lightrag_ray.core.records import EntityRecord
 from lightrag_ray.index.aliases import link_aliases
-from lightrag_ray.index.pipeline import index_paths
+from lightrag_ray.index.pipeline import IndexRun, index_paths
+from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph_reader import ShardReader
 from lightrag_ray.storage.graph_router import GraphRouter
 from lightrag_ray.storage.graph_snapshot import compact, load_snapshot, save_snapshot, snapshot_folder
@@ -207,3 +208,16 @@ def test_an_index_run_links_the_variants_it_brings_and_the_links_load_from_disk(
     finally:
         router.close()
     assert rows == {keys[0]: [keys[1]], keys[1]: [keys[0]], keys[2]: [keys[3]], keys[3]: [keys[2]]}
+
+
+def test_a_workspace_built_before_aliases_gets_them_all_at_its_next_run(ray_cluster, llm, make_settings, tmp_path, monkeypatch):
+    settings = make_settings()
+    corpus = tmp_path / "corpus"
+    _write(corpus, "a.txt", "Jacob Marley was the partner of Ebenezer Scrooge. Marley left Scrooge his house.")
+    with monkeypatch.context() as older:  # a version without the alias pass
+        older.setattr(IndexRun, "_link_aliases", lambda self, router: None)
+        index_paths([str(corpus)], settings, progress=None)
+    assert not manifests.load(Workspace(settings.workspace)).aliases_linked
+    _write(corpus, "b.txt", "Fred Holywell invited Bob Cratchit to dinner.")
+    report = index_paths([str(corpus)], settings, progress=None)
+    assert report.alias_links == 4 and manifests.load(Workspace(settings.workspace)).aliases_linked

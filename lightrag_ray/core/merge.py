@@ -294,6 +294,11 @@ class ShardGraph:
         found = self.aliases.block_members(blocks, limit, lambda: (k for k in self.graph if self._exists(k)), self._exists)
         return {block: [self._alias_name(key) for key in keys] for block, keys in found.items()}
 
+    def relink_all(self) -> None:
+        """Every owned entity counts as new for the next alias pass (a workspace built before
+        aliases existed)."""
+        self.aliases.unlinked = {key for key in self.graph if self._exists(key)}
+
     def set_aliases(self, verdicts: list[tuple[str, str, str | None]]) -> int:
         """Link (reason) or unlink (None) pairs of entity keys at their owned ends; returns how
         many links changed."""

@@ -17,9 +17,12 @@ from typing import Any
 from lightrag_ray.core.alias_rules import MAX_BLOCK, Name, block_keys, find_aliases
 
 
-def link_aliases(router: Any) -> int:
-    """Link the entities created since the last pass to their variants (``router``: a
-    GraphRouter); returns how many links were made or removed (each end counts once)."""
+def link_aliases(router: Any, everything: bool = False) -> int:
+    """Link the entities created since the last pass (``everything``: all of them, for a
+    workspace built before aliases existed) to their variants (``router``: a GraphRouter);
+    returns how many links were made or removed (each end counts once)."""
+    if everything:
+        router.relink_all()
     new = [Name.of(row) for row in router.new_names()]
     if not new:
         return 0

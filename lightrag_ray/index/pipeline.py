@@ -343,9 +343,11 @@ class IndexRun:
         self._close_writer()  # flushed before the graph commits
 
     def _link_aliases(self, router: GraphRouter) -> None:
-        """Link the run's new entities to their name variants (core.alias_rules)."""
+        """Link the run's new entities to their name variants (core.alias_rules); all of the
+        graph's, the first time a workspace built before aliases existed is indexed into."""
         started = time.monotonic()
-        self.report.alias_links = link_aliases(router)
+        self.report.alias_links = link_aliases(router, everything=not self.manifest.aliases_linked)
+        self.manifest = self.manifest.model_copy(update={"aliases_linked": True})
         if self.report.alias_links:
             self.say(f"linked name variants: {self.report.alias_links} alias links ({time.monotonic() - started:.1f} s)")
 

@@ -137,6 +137,11 @@ class GraphRouter:
         """Remove entities with all their relations, and relations by endpoint keys, on every shard."""
         self._all("drop", list(keys), [tuple(p) for p in pairs], record=True, replicas="all")
 
+    def relink_all(self) -> None:
+        """Every entity counts as new for the next alias pass (a workspace built before aliases
+        existed), on every replica, and again on a shard that restarts before the commit."""
+        self._all("relink_all", record=True, replicas="all")
+
     def set_aliases(self, verdicts: list[tuple[str, str, str | None]]) -> int:
         """Link (reason) or unlink (None) pairs of entity keys on the shards of both ends;
         returns how many link ends changed."""

@@ -63,6 +63,11 @@ class GraphShard:
         """Per alias block key, the owned entities in it as (key, name), at most ``limit + 1``."""
         return self.incarnation, self.graph.block_members(blocks, limit)
 
+    def relink_all(self) -> tuple[str, None]:
+        """Every owned entity counts as new for the next alias pass."""
+        self.graph.relink_all()
+        return self.incarnation, None
+
     def set_aliases(self, verdicts: list[tuple[str, str, str | None]]) -> tuple[str, int]:
         """Link (reason) or unlink (None) pairs of entity keys at the owned ends."""
         return self.incarnation, self.graph.set_aliases(verdicts)

@@ -34,6 +34,7 @@ class Manifest(BaseModel):
     graph_version: int = 0
     entities: int = 0
     relations: int = 0
+    aliases_linked: bool = False  # every entity went through an alias pass (False: built before aliases existed)
 
     def is_indexed(self) -> bool:
         """Whether an indexing run has stored vectors (so queries can open it)."""
