@@ -28,6 +28,7 @@ MAX_FREQUENCY = 4  # a shortened form in more than this many times its long form
 _WORD = re.compile(r"[^\W_]+(?:['-][^\W_]+)*", re.UNICODE)  # "rent-a-car", "o'neal": one word
 _SKIPPED_IN_ACRONYMS = {"of", "the", "and", "for", "in", "on", "at", "de", "du", "des", "la", "le", "del", "von", "van", "&"}
 _SUFFIXES = {"jr", "sr", "ii", "iii", "iv"}
+_NO_SPACES_SCRIPT = re.compile("[\u2e80-\U0010ffff]")  # CJK and beyond: scripts written without spaces
 _CONNECTORS = {"of", "in", "on", "at", "for", "and", "&"}  # "University of Oxford": "Oxford" is another entity
 
 NameRow = tuple[str, str, list[str]]  # (key, display name, passages): a Name as shards send it
@@ -50,7 +51,7 @@ class Name(NamedTuple):
 def words(key: str) -> list[str]:
     """The words of a key, in order, without name suffixes (Jr., III); none for a name in a
     script written without spaces (Chinese, Japanese), whose variants these rules cannot tell."""
-    if any(ord(c) >= 0x2E80 for c in key):
+    if _NO_SPACES_SCRIPT.search(key):
         return []
     return [w for w in _WORD.findall(key) if w not in _SUFFIXES]
 

@@ -281,7 +281,7 @@ class ShardGraph:
     def _exists(self, key: str) -> bool:
         return key in self.graph and self.graph.nodes[key]["owned"]
 
-    def _alias_name(self, key: str) -> tuple[str, str, list[str]]:
+    def _alias_name(self, key: str) -> NameRow:
         return key, self.live.display_name(key), sorted(self.graph.nodes[key]["mentions"])
 
     def new_names(self) -> list[NameRow]:
