@@ -19,6 +19,7 @@ word such as "river" or "county") is skipped. A name whose longer forms number m
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import NamedTuple
 
@@ -51,12 +52,18 @@ class Name(NamedTuple):
 def words(key: str) -> list[str]:
     """The words of a key, in order, without name suffixes (Jr., III); none for a name in a
     script written without spaces (Chinese, Japanese), whose variants these rules cannot tell."""
+    return list(_words(key))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _words(key: str) -> tuple[str, ...]:
+    """``words``, cached: a pass asks for the same names' words once per pair they are in."""
     if _NO_SPACES_SCRIPT.search(key):
-        return []
-    return [w for w in _WORD.findall(key) if w not in _SUFFIXES]
+        return ()
+    return tuple(w for w in _WORD.findall(key) if w not in _SUFFIXES)
 
 
-def _initials(tokens: list[str]) -> str:
+def _initials(tokens: tuple[str, ...]) -> str:
     return "".join(w[0] for w in tokens if w not in _SKIPPED_IN_ACRONYMS)
 
 
@@ -69,7 +76,7 @@ def _is_acronym(name: Name) -> bool:
 def block_keys(key: str) -> set[str]:
     """Where to look for the variants of the entity ``key``: its last word, and its initials
     (a name of several words) or itself (one short word, which may be an acronym)."""
-    tokens = words(key)
+    tokens = _words(key)
     keys = {f"w:{tokens[-1]}"} if tokens and len(tokens[-1]) > 1 and not tokens[-1].isdigit() else set()
     if len([w for w in tokens if w not in _SKIPPED_IN_ACRONYMS]) >= 2:
         keys.add(f"i:{_initials(tokens)}")
@@ -78,7 +85,7 @@ def block_keys(key: str) -> set[str]:
     return keys
 
 
-def _fits(short: list[str], long: list[str]) -> tuple[bool, bool]:
+def _fits(short: tuple[str, ...], long: tuple[str, ...]) -> tuple[bool, bool]:
     """Whether ``short``'s words appear in ``long`` in order (a one-letter word matching a word
     it is the initial of), not all after a connector ("of": the complement of a phrase names
     another entity), and whether an initial was used."""
@@ -101,7 +108,7 @@ def lexical_reason(a: Name, b: Name) -> str | None:
     "acronym"), or None."""
     if a.key == b.key:
         return None
-    ta, tb = words(a.key), words(b.key)
+    ta, tb = _words(a.key), _words(b.key)
     if not ta or not tb:
         return None
     if _is_acronym(a) and len(tb) >= 2 and _initials(tb) == ta[0]:
@@ -130,7 +137,7 @@ def alias_reason(a: Name, b: Name) -> str | None:
     if reason is None:
         return None
     short, long = (a, b) if _shorter(a, b) == a else (b, a)
-    short_words, long_words = words(short.key), words(long.key)
+    short_words, long_words = _words(short.key), _words(long.key)
     if reason != "acronym" and len(short_words) >= 2 and short_words[0][0] == long_words[0][0]:
         return reason
     related = short.chunks & long.chunks and len(short.chunks) <= MAX_FREQUENCY * len(long.chunks) + 1
@@ -141,7 +148,7 @@ def _shorter(a: Name, b: Name) -> Name:
     """The name of a linked pair that is the variant of the other (the acronym, or fewer words)."""
     if _is_acronym(a) != _is_acronym(b):
         return a if _is_acronym(a) else b
-    return a if (len(words(a.key)), a.key) <= (len(words(b.key)), b.key) else b
+    return a if (len(_words(a.key)), a.key) <= (len(_words(b.key)), b.key) else b
 
 
 def _pair(a: Name, b: Name) -> tuple[str, str]:

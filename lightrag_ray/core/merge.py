@@ -297,7 +297,7 @@ class ShardGraph:
     def relink_all(self) -> None:
         """Every owned entity counts as new for the next alias pass (a workspace built before
         aliases existed)."""
-        self.aliases.unlinked = {key for key in self.graph if self._exists(key)}
+        self.aliases.relink(key for key in self.graph if self._exists(key))
 
     def set_aliases(self, verdicts: list[tuple[str, str, str | None]]) -> int:
         """Link (reason) or unlink (None) pairs of entity keys at their owned ends; returns how

@@ -74,6 +74,10 @@ class ShardAliases:
                 self.links[key] = dict(links)
 
     # ---- the alias pass ----------------------------------------------------------------
+    def relink(self, keys: Iterable[str]) -> None:
+        """``keys`` count as new for the next pass (a workspace built before aliases existed)."""
+        self.unlinked = set(keys)
+
     def take_unlinked(self, exists: Callable[[str], bool]) -> list[str]:
         """The owned keys created since the last call that still exist."""
         keys, self.unlinked = sorted(k for k in self.unlinked if exists(k)), set()
