@@ -1,9 +1,10 @@
 """In-memory implementations of the query stores (lightrag_ray.query.stores), for fast
 tests of the query engine with no Ray, Milvus or model.
 
-MemoryGraph runs the real merge rules (core.merge.ShardGraph) on several in-process
-shards and plans/merges its lookups with the same functions as the Ray reader, so what
-the engine sees has the same shape and order as in a cluster. HashingEmbedder is a
+MemoryGraph runs the real merge rules (core.graph.shard_graph.ShardGraph) on several in-process
+shards and takes every operation from the graph contract (core.graph.contract), planned and
+merged as the Ray reader and writer do, so what the engine sees has the same shape and order
+as in a cluster. HashingEmbedder is a
 deterministic bag-of-words embedder: texts sharing words are close.
 """
 
@@ -15,19 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from lightrag_ray.core.alias_rules import NameRow
-from lightrag_ray.core.merge import ShardGraph
+from lightrag_ray.core.graph.contract import READ, Operation, operation, run_in_process
+from lightrag_ray.core.graph.shard_graph import ShardGraph
 from lightrag_ray.core.records import EntityRecord, RelationRecord
-from lightrag_ray.storage.graph_calls import (
-    merge_fetch,
-    merge_neighborhood,
-    merge_passage_entities,
-    plan_aliases,
-    plan_apply,
-    plan_fetch,
-    plan_neighborhood,
-    plan_passage_entities,
-)
 from lightrag_ray.storage.vectors import graph_vector_items, vector_rows
 
 _WORD = re.compile(r"\w+")
@@ -78,56 +69,26 @@ class MemoryVectorIndex:
 
 
 class MemoryGraph:
-    """Shards of the knowledge graph in this process (the GraphLookup protocol)."""
+    """Shards of the knowledge graph in this process: the graph contract's READ operations
+    awaited (the readers' GraphLookup, as the query engine uses it), the others blocking (the
+    writer's, as indexing uses them)."""
 
     def __init__(self, num_shards: int = 2, max_source_ids: int = 300) -> None:
         self.num_shards = num_shards
         self.shards = [ShardGraph(i, num_shards, max_source_ids) for i in range(num_shards)]
-        self.calls: list[tuple[str, int]] = []  # (method, shard) of every lookup
+        self.calls: list[tuple[str, int]] = []  # (operation, shard) of every read
 
-    def apply(self, entities: list[EntityRecord], relations: list[RelationRecord]) -> None:
-        for shard, (entity_rows, relation_rows) in plan_apply(entities, relations, self.num_shards).items():
-            self.shards[shard].apply(entity_rows, relation_rows)
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        op = operation(name)
+        if op.access is READ:
+            return lambda *args: self._read(op, args)
+        return lambda *args: run_in_process(op, self.shards, args)
 
-    def take_changes(self) -> dict[str, list[Any]]:
-        merged: dict[str, list[Any]] = {"entities": [], "relations": [], "removed": []}
-        for shard in self.shards:
-            for kind, items in shard.take_changes().items():
-                merged[kind].extend(items)
-        return merged
-
-    # The alias pass's side of GraphRouter (index.aliases.link_aliases), one call per shard.
-    def new_names(self) -> list[NameRow]:
-        return [name for shard in self.shards for name in shard.new_names()]
-
-    def block_members(self, blocks: list[str], limit: int) -> dict[str, list[NameRow]]:
-        merged: dict[str, list[NameRow]] = {}
-        for shard in self.shards:
-            for block, members in shard.block_members(blocks, limit).items():
-                merged.setdefault(block, []).extend(members)
-        return merged
-
-    def relink_all(self) -> None:
-        for shard in self.shards:
-            shard.relink_all()
-
-    def set_aliases(self, verdicts: list[tuple[str, str, str | None]]) -> int:
-        return sum(self.shards[i].set_aliases(part) for i, part in plan_aliases(verdicts, self.num_shards).items())
-
-    async def neighborhood(self, keys: list[str], max_relations: int | None = None) -> dict[str, list[dict[str, Any]]]:
-        plan = plan_neighborhood(keys, self.num_shards, max_relations)
-        self.calls += [("neighborhood", i) for i in plan]
-        return merge_neighborhood({i: self.shards[i].neighborhood(*args) for i, args in plan.items()})
-
-    async def passage_entities(self, chunk_ids: list[str], keys: list[str], max_chunks: int) -> list[dict[str, Any]]:
-        plan = plan_passage_entities(chunk_ids, keys, self.num_shards, max_chunks)
-        self.calls += [("passage_entities", i) for i in plan]
-        return merge_passage_entities({i: self.shards[i].passage_entities(*args) for i, args in plan.items()})
-
-    async def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> dict[str, list[dict[str, Any]]]:
-        plan = plan_fetch(keys, pairs, self.num_shards)
-        self.calls += [("fetch", i) for i in plan]
-        return merge_fetch({i: self.shards[i].fetch(*args) for i, args in plan.items()}, keys, pairs)
+    async def _read(self, op: Operation, args: tuple[Any, ...]) -> Any:
+        self.calls += [(op.name, i) for i in op.shard_calls(self.num_shards, args)]
+        return run_in_process(op, self.shards, args)
 
 
 def index_in_memory(

@@ -163,8 +163,17 @@ def find_aliases(new_keys: set[str], blocks: dict[str, list[Name]]) -> dict[tupl
     in."""
     verdicts: dict[tuple[str, str], str | None] = {}
     for block, members in sorted(blocks.items()):
-        if len(members) > MAX_BLOCK or not any(m.key in new_keys for m in members):
-            continue
+        for pair, reason in block_verdicts(new_keys, members).items():
+            if reason is not None or pair not in verdicts:  # a link in a later block wins
+                verdicts[pair] = reason
+    return verdicts
+
+
+def block_verdicts(new_keys: set[str], members: list[Name]) -> dict[tuple[str, str], str | None]:
+    """``find_aliases`` within one block (``members``: every entity in it); a variant is
+    ambiguous when its longer forms in the block are too many or not variants of each other."""
+    verdicts: dict[tuple[str, str], str | None] = {}
+    if len(members) <= MAX_BLOCK and any(m.key in new_keys for m in members):
         ambiguous: dict[str, bool] = {}
         for name in (m for m in members if m.key in new_keys):
             for other in members:

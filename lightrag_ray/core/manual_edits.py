@@ -1,7 +1,7 @@
 """Manual graph edits as mention rows (pure Python, no Ray): the fields LightRAG lets a
 client set, and the rows an entity or relation has after an edit, a rename or a merge.
 
-The graph keeps what each chunk said (core.merge), so an edit rewrites those mentions: a new
+The graph keeps what each chunk said (core.graph.shard_graph), so an edit rewrites those mentions: a new
 description or type is what every chunk now says, a weight is shared out over the chunks,
 ``source_id`` (``<SEP>``-joined chunk ids) names the chunks. What the client creates is said
 by ``manual_creation`` (LightRAG's source id for it) unless it names chunks.

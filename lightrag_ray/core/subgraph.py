@@ -1,17 +1,11 @@
 """Subgraph around an entity for graph viewers, in LightRAG Server's ``/graphs`` shape and property names
-(``entity_id``, ``entity_type``, ``source_id``/``file_path`` joined with ``<SEP>``, ...)."""
+(``entity_id``, ``entity_type``, ``source_id``/``file_path`` joined with ``<SEP>``, ...); their label search."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from lightrag_ray.core.names import entity_key
-
-
-class GraphReader(Protocol):
-    def neighborhood(self, keys: list[str]) -> dict[str, list[dict[str, Any]]]: ...
-    def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> dict[str, list[dict[str, Any]]]: ...
-    def export(self) -> dict[str, list[dict[str, Any]]]: ...
 
 
 GRAPH_FIELD_SEP = "<SEP>"  # LightRAG's separator of the ids and paths in one graph property
@@ -56,11 +50,12 @@ def _knowledge_graph(entities: list[dict[str, Any]], relations: list[dict[str, A
     }
 
 
-def subgraph(graph: GraphReader, label: str, max_depth: int, max_nodes: int) -> dict[str, Any]:
+async def subgraph(graph: Any, label: str, max_depth: int, max_nodes: int) -> dict[str, Any]:
     """Entities within ``max_depth`` hops of ``label`` (breadth first, at most ``max_nodes``),
-    one parallel shard round per hop; ``label="*"`` gives the best-connected entities."""
+    one parallel shard round per hop; ``label="*"`` gives the best-connected entities.
+    ``graph``: the awaited READ operations of the graph contract (a ShardReader)."""
     if label == "*":
-        whole = graph.export()
+        whole = await graph.export()
         ranked = sorted(whole["entities"], key=lambda e: (-e["degree"], e["name"]))
         return _knowledge_graph(ranked[:max_nodes], whole["relations"], len(ranked) > max_nodes)
     start = entity_key(label)
@@ -72,7 +67,7 @@ def subgraph(graph: GraphReader, label: str, max_depth: int, max_nodes: int) -> 
     for _ in range(max_depth):
         if not frontier:
             break
-        found = graph.neighborhood(frontier)
+        found = await graph.neighborhood(frontier)
         frontier = []
         for relation in found["relations"]:
             relations[relation["id"]] = relation
@@ -85,5 +80,14 @@ def subgraph(graph: GraphReader, label: str, max_depth: int, max_nodes: int) -> 
                 seen.add(key)
                 order.append(key)
                 frontier.append(key)
-    entities = graph.fetch(order, [])["entities"]
+    entities = (await graph.fetch(order, []))["entities"]
     return _knowledge_graph(entities, list(relations.values()), truncated)
+
+
+def search_labels(labels: list[str], query: str, limit: int) -> list[str]:
+    """Names holding ``query`` (any case): the exact name first, then names starting with it,
+    then the others; shorter names first within each group."""
+    needle = query.strip().lower()
+    hits = [name for name in labels if needle and needle in name.lower()]
+    hits.sort(key=lambda name: (name.lower() != needle, not name.lower().startswith(needle), len(name), name))
+    return hits[:limit]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from lightrag_ray.core.shard_views import fragments_hash
+from lightrag_ray.core.graph.views import fragments_hash
 
 
 class SummaryBase(NamedTuple):

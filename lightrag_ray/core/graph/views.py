@@ -1,24 +1,56 @@
 """What users see of one shard: merged entity and relation views derived from mentions
 (pure Python, no Ray).
 
-A ShardView reads one version of the shard's graph (core.graph_versions: the live one or
+A ShardView reads one version of the shard's graph (core.graph.versions: the live one or
 the published one) and caches, per item, what it derived (display names, merged views,
-incident edges by weight) until the writer tells it the item changed.
+incident edges by weight) until the writer tells it the item changed. The caches are
+bounded (least recently used go first), so a shard's memory follows its tables, not what
+was read of it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import heapq
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from lightrag_ray.core.graph_versions import LiveState, Pair, PublishedState, pair
+from lightrag_ray.core.graph.mentions import Pair, pair
+from lightrag_ray.core.graph.versions import GraphState
 from lightrag_ray.core.ids import entity_id, relation_id, shard_of
 from lightrag_ray.core.ranking import local_relation_order
 
 DESCRIPTION_SEP = "\n"
+CACHED_ITEMS = 20_000  # derived views kept per kind of cache
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Cache(Generic[K, V]):
+    """A bounded mapping that forgets the least recently used entries."""
+
+    def __init__(self, size: int = CACHED_ITEMS) -> None:
+        self.size = size
+        self.entries: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        value = self.entries.get(key)
+        if value is not None:
+            self.entries.move_to_end(key)
+        return value
+
+    def put(self, key: K, value: V) -> V:
+        self.entries[key] = value
+        if len(self.entries) > self.size:
+            self.entries.popitem(last=False)
+        return value
+
+    def pop(self, key: K) -> None:
+        self.entries.pop(key, None)
+
+    def clear(self) -> None:
+        self.entries.clear()
 
 
 def fragments(descriptions: Iterable[str]) -> list[str]:
@@ -50,7 +82,7 @@ def _keywords(values: list[str]) -> str:
 class ShardView:
     """Merged views of the items shard ``shard`` of ``num_shards`` holds in ``state``."""
 
-    def __init__(self, state: LiveState | PublishedState, shard: int, num_shards: int, max_source_ids: int) -> None:
+    def __init__(self, state: GraphState, shard: int, num_shards: int, max_source_ids: int) -> None:
         self.state = state
         self.shard = shard
         self.num_shards = num_shards
@@ -58,20 +90,18 @@ class ShardView:
         # Derived from mentions, kept per item so reads of popular entities stay cheap: display
         # names by key, the merged views read since the item last changed (("e", key) or
         # ("r", a, b)) and each key's incident edges, heaviest first.
-        self._names: dict[str, str] = {}
-        self._views: dict[tuple[str, ...], dict[str, Any]] = {}
-        self._by_weight: dict[str, list[Pair]] = {}
-        self._by_chunk: dict[str, list[str]] | None = None  # passage -> owned entities it mentions
+        self._names: Cache[str, str] = Cache()
+        self._views: Cache[tuple[str, ...], dict[str, Any]] = Cache()
+        self._by_weight: Cache[str, list[Pair]] = Cache()
 
     # ---- invalidation (the writer's) ----------------------------------------------------
     def forget(self, key: str) -> None:
-        self._names.pop(key, None)
-        self._views.pop(("e", key), None)
-        self._by_weight.pop(key, None)
-        self._by_chunk = None
+        self._names.pop(key)
+        self._views.pop(("e", key))
+        self._by_weight.pop(key)
 
     def forget_edge(self, a: str, b: str) -> None:
-        self._views.pop(("r", *pair(a, b)), None)
+        self._views.pop(("r", *pair(a, b)))
         self.forget(a)
         self.forget(b)
 
@@ -89,16 +119,16 @@ class ShardView:
         return self.owns(min(a, b))
 
     def _owned_keys(self) -> list[str]:
-        return [k for k in self.state.keys() if self.state.node(k)["owned"]]
+        return [k for k in self.state.keys() if self.owns(k)]
 
     # ---- derived views ------------------------------------------------------------------
     def entity_fragments(self, key: str) -> list[str]:
         """Distinct description fragments of an entity, in chunk order."""
-        return fragments(m.description for m in ordered(self.state.node(key)["mentions"]))
+        return fragments(m.description for m in ordered(self.state.node(key).mentions))
 
     def relation_fragments(self, a: str, b: str) -> list[str]:
         """Distinct description fragments of a relation, in chunk order."""
-        return fragments(m.description for m in ordered(self.state.edge(a, b)["mentions"]))
+        return fragments(m.description for m in ordered(self.state.edge(a, b).mentions))
 
     def _description(self, parts: list[str]) -> str:
         summary = self.state.summary(fragments_hash(parts))
@@ -109,28 +139,31 @@ class ShardView:
 
     def display_name(self, key: str) -> str:
         """Most frequent spelling of an entity across its own and its edges' mentions."""
-        if key not in self._names:
-            names = [m.name for m in ordered(self.state.node(key)["mentions"])]
+        name = self._names.get(key)
+        if name is None and not self.state.written(key):
+            name = self.state.tables.display_name(key)
+        if name is None:
+            names = [m.name for m in ordered(self.state.node(key).mentions)]
             for other in self.state.neighbors(key):
-                mentions = ordered(self.state.edge(key, other)["mentions"])
+                mentions = ordered(self.state.edge(key, other).mentions)
                 names += [m.name_a if key < other else m.name_b for m in mentions]
-            self._names[key] = _majority(names)
-        return self._names[key]
+            name = self._names.put(key, _majority(names))
+        return name
 
     def entity(self, key: str) -> dict[str, Any]:
         """The merged view of an entity this shard owns."""
         view = self._views.get(("e", key))
         if view is None:
-            view = self._views[("e", key)] = self._entity_view(key)
+            view = self._views.put(("e", key), self._entity_view(key))
         return dict(view)
 
     def _entity_view(self, key: str) -> dict[str, Any]:
         node = self.state.node(key)
-        mentions = ordered(node["mentions"])
+        mentions = ordered(node.mentions)
         neighbors = self.state.neighbors(key)
-        chunks = set(node["mentions"])
+        chunks = set(node.mentions)
         if not mentions:  # only named as a relation endpoint
-            chunks = {c for other in neighbors for c in self.state.edge(key, other)["mentions"]}
+            chunks = {c for other in neighbors for c in self.state.edge(key, other).mentions}
         return {
             "id": entity_id(key),
             "key": key,
@@ -147,12 +180,12 @@ class ShardView:
         a, b = pair(a, b)
         view = self._views.get(("r", a, b))
         if view is None:
-            view = self._views[("r", a, b)] = self._relation_view(a, b)
+            view = self._views.put(("r", a, b), self._relation_view(a, b))
         return dict(view)
 
     def _relation_view(self, a: str, b: str) -> dict[str, Any]:
         data = self.state.edge(a, b)
-        mentions = ordered(data["mentions"])
+        mentions = ordered(data.mentions)
         return {
             "id": relation_id(a, b),
             "source_key": a,
@@ -161,8 +194,8 @@ class ShardView:
             "target": _majority([m.name_b for m in mentions]),
             "keywords": _keywords([m.keywords for m in mentions]),
             "description": self._description(self.relation_fragments(a, b)),
-            "weight": data["weight"],
-            "source_ids": self._sources(data["mentions"]),
+            "weight": data.weight,
+            "source_ids": self._sources(data.mentions),
             "file_paths": sorted({m.file_path for m in mentions if m.file_path}),
         }
 
@@ -180,9 +213,8 @@ class ShardView:
     def fetch(self, keys: list[str], pairs: list[Pair]) -> dict[str, list[dict[str, Any]]]:
         """Merged views of the owned entities ``keys`` and owned relations ``pairs``."""
         return {
-            "entities": [self.entity(k) for k in keys if self.state.node(k) is not None and self.owns(k)],
-            "relations": [self.relation(a, b) for a, b in pairs
-                          if self.state.edge(a, b) is not None and self.owns_edge(a, b)],
+            "entities": [self.entity(k) for k in keys if self.owns(k) and self.state.has_node(k)],
+            "relations": [self.relation(a, b) for a, b in pairs if self.owns_edge(a, b) and self.state.has_edge(a, b)],
         }
 
     def neighborhood(self, keys: list[str], max_relations: int | None = None) -> dict[str, list[dict[str, Any]]]:
@@ -190,7 +222,7 @@ class ShardView:
         incident relations: all of them, or the ``max_relations`` first in
         ``local_relation_order(keys)``, chosen before any view is built, so an entity with
         thousands of relations costs about what a rare one costs."""
-        found = [k for k in keys if self.state.node(k) is not None and self.owns(k)]
+        found = [k for k in keys if self.owns(k) and self.state.has_node(k)]
         if max_relations is None:
             edges = sorted({pair(k, other) for k in found for other in self.state.neighbors(k)})
         else:
@@ -203,22 +235,15 @@ class ShardView:
         passages mentioning it, ``chunks``, those passages (none past ``max_chunks``:
         a hub such as a country leads everywhere, so it is not expanded), and ``aliases``,
         the keys of its name variants (core.alias_rules)."""
-        index = self._chunk_index()
-        found = [k for k in keys if self.state.node(k) is not None and self.owns(k)]
+        index = self.state.entity_keys_of_chunks(chunk_ids)
+        found = [k for k in keys if self.owns(k) and self.state.has_node(k)]
         rows = []
-        for key in dict.fromkeys(found + [k for c in chunk_ids for k in index.get(c, ())]):
-            chunks = sorted(self.state.node(key)["mentions"])
+        mentioned = (k for c in chunk_ids for k in index.get(c, ()) if self.owns(k))
+        for key in dict.fromkeys(found + list(mentioned)):
+            chunks = self.state.entity_chunks(key)
             rows.append({"key": key, "n_chunks": len(chunks), "chunks": chunks if len(chunks) <= max_chunks else [],
                          "aliases": sorted(self.state.aliases(key))})
         return rows
-
-    def _chunk_index(self) -> dict[str, list[str]]:
-        if self._by_chunk is None:
-            self._by_chunk = {}
-            for key in self._owned_keys():
-                for chunk in self.state.node(key)["mentions"]:
-                    self._by_chunk.setdefault(chunk, []).append(key)
-        return self._by_chunk
 
     def _best_incident(self, found: list[str], keys: list[str], limit: int) -> list[Pair]:
         """The first ``limit`` edges incident to ``found`` in ``local_relation_order(keys)``:
@@ -226,8 +251,8 @@ class ShardView:
         edges heaviest first (each key's edges are kept sorted by weight)."""
         order = local_relation_order(keys)
         joined = {pair(k, other) for k in found for other in keys
-                  if other != k and self.state.edge(k, other) is not None}
-        chosen = heapq.nsmallest(limit, joined, key=lambda e: order(e[0], e[1], self.state.edge(*e)["weight"]))
+                  if other != k and self.state.has_edge(k, other)}
+        chosen = heapq.nsmallest(limit, joined, key=lambda e: order(e[0], e[1], self.state.edge_weight(*e)))
         for key in found:
             for edge in self._heaviest_edges(key):
                 if len(chosen) >= limit:
@@ -237,7 +262,8 @@ class ShardView:
         return chosen
 
     def _heaviest_edges(self, key: str) -> list[Pair]:
-        if key not in self._by_weight:
-            edges = (pair(key, other) for other in self.state.neighbors(key))
-            self._by_weight[key] = sorted(edges, key=lambda e: (-self.state.edge(*e)["weight"], e))
-        return self._by_weight[key]
+        edges = self._by_weight.get(key)
+        if edges is None:
+            weighted = ((pair(key, other), self.state.edge_weight(key, other)) for other in self.state.neighbors(key))
+            edges = self._by_weight.put(key, [e for e, _ in sorted(weighted, key=lambda ew: (-ew[1], ew[0]))])
+        return edges

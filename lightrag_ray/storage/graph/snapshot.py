@@ -17,7 +17,6 @@ new base from the files alone (``compact``), so it can run in a thread beside th
 
 from __future__ import annotations
 
-import gc
 import json
 from typing import Any, NamedTuple
 
@@ -27,14 +26,13 @@ import pyarrow.feather as feather
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from lightrag_ray.core.merge import ENTITY_COLUMNS, RELATION_COLUMNS, GraphRows, ShardGraph
-from lightrag_ray.core.shard_aliases import ALIAS_COLUMNS
-from lightrag_ray.core.summary_bases import SummaryBase
+from lightrag_ray.core.graph.aliases import ALIAS_COLUMNS
+from lightrag_ray.core.graph.mentions import ENTITY_SCHEMA, RELATION_SCHEMA
+from lightrag_ray.core.graph.shard_graph import GraphRows, ShardGraph
+from lightrag_ray.core.graph.summary_bases import SummaryBase
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.workspace import Workspace
 
-ENTITY_SCHEMA = pa.schema([(name, pa.string()) for name in ENTITY_COLUMNS])
-RELATION_SCHEMA = pa.schema([(name, pa.float64() if name == "weight" else pa.string()) for name in RELATION_COLUMNS])
 DELTA_SCHEMA = pa.schema([("kind", pa.string()), *RELATION_SCHEMA, ("type", pa.string()), ("name", pa.string())])
 SUMMARY_SCHEMA = pa.schema([("hash", pa.string()), ("summary", pa.string())])
 BASE_SCHEMA = pa.schema([("item", pa.string()), ("digest", pa.string()), ("covered", pa.list_(pa.string()))])
@@ -104,20 +102,9 @@ def _base_tables(state: Base) -> tuple[pa.Table, ...]:
     return (state.entities, state.relations, *_summary_tables(state.summaries, state.bases), state.aliases)
 
 
-def _shared(column: pa.ChunkedArray) -> list[Any]:
-    """A column as Python values; repeated strings (keys, chunk ids, types, paths) share one object."""
-    if column.type != pa.string() or len(column) == 0:
-        return column.to_pylist()
-    encoded = column.combine_chunks().dictionary_encode()
-    values = encoded.dictionary.to_pylist()
-    return [values[i] for i in encoded.indices.to_pylist()]
-
-
 def _rows(state: Base) -> GraphRows:
-    def columns(table: pa.Table) -> dict[str, list[Any]]:
-        return {name: table[name].to_pylist() if name == "description" else _shared(table[name])
-                for name in table.column_names}
-    return GraphRows(columns(state.entities), columns(state.relations), state.summaries, state.bases, columns(state.aliases))
+    aliases = {name: state.aliases[name].to_pylist() for name in state.aliases.column_names}
+    return GraphRows(state.entities, state.relations, state.summaries, state.bases, aliases)
 
 
 # ---- base ------------------------------------------------------------------------------------
@@ -178,7 +165,7 @@ def _delta_table(rows: GraphRows) -> pa.Table:
     summary bases (item in key_a, digest in key_b, covered fragment keys in keywords; no
     digest: the item has none any more), "a" alias links (keys in key_a and key_b, reason in
     description; none: unlinked)."""
-    e, r, a = rows.entities, rows.relations, rows.aliases
+    e, r, a = rows.entities.to_pydict(), rows.relations.to_pydict(), rows.aliases
     bases = [(item, base.digest if base else None, COVERED_SEP.join(base.covered) if base else None)
              for item, base in rows.bases.items()]
     kinds = [("e", len(e["key"])), ("r", len(r["key_a"])), ("s", len(rows.summaries)), ("b", len(bases)), ("a", len(a["key"]))]
@@ -266,23 +253,22 @@ def _state(workspace: Workspace, folder: str, version: int, files: ShardFiles | 
     return state, base, deltas
 
 
+def committed_state(workspace: Workspace, folder: str, version: int) -> Base:
+    """A shard folder's committed state at ``version`` (its base and deltas folded), from the files."""
+    return _state(workspace, folder, version)[0]
+
+
+def write_base(workspace: Workspace, folder: str, version: int, state: Base) -> None:
+    """Write ``state`` as the complete base of ``version`` in ``folder``."""
+    _write_base(workspace, folder, version, _base_tables(state))
+
+
 # ---- what the shard actor calls ------------------------------------------------------------------
 def load_snapshot(workspace: Workspace, shard: ShardGraph, version: int | None = None) -> None:
-    """Fill an empty shard with its committed state (``version``: the manifest's graph version).
-
-    The garbage collector is paused while the millions of small objects are built (it would
-    scan the growing heap again and again: 3.3 of 5 s at 100k entities), and what was loaded
-    is frozen out of its later scans (the shard keeps it for its lifetime)."""
+    """Fill an empty shard with its committed state (``version``: the manifest's graph version)."""
     version = manifests.load(workspace).graph_version if version is None else version
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        state, _, _ = _state(workspace, snapshot_folder(shard.shard, shard.num_shards), version)
-        shard.load_rows(_rows(state))
-    finally:
-        if collecting:
-            gc.enable()
-    gc.freeze()
+    state, _, _ = _state(workspace, snapshot_folder(shard.shard, shard.num_shards), version)
+    shard.load_rows(_rows(state))
 
 
 def save_snapshot(workspace: Workspace, shard: ShardGraph, version: int, full_share: float = 0.5) -> str:
@@ -293,7 +279,7 @@ def save_snapshot(workspace: Workspace, shard: ShardGraph, version: int, full_sh
     files = list_files(workspace, folder)
     has_base = files.newest_base(version - 1) is not None
     changed = shard.changed_rows()
-    empty = not (changed.entities["key"] or changed.relations["key_a"] or changed.summaries or changed.bases
+    empty = not (changed.entities.num_rows or changed.relations.num_rows or changed.summaries or changed.bases
                  or changed.aliases["key"])
     kind = "none" if empty and has_base else "base" if not has_base or shard.unsaved_share() >= full_share else "delta"
     stale_base = workspace.path("graph", folder, f"base-{version:010d}")
@@ -304,8 +290,7 @@ def save_snapshot(workspace: Workspace, shard: ShardGraph, version: int, full_sh
     if kind == "base":
         rows = shard.all_rows()
         _write_base(workspace, folder, version, _base_tables(Base(
-            pa.table(rows.entities, schema=ENTITY_SCHEMA), pa.table(rows.relations, schema=RELATION_SCHEMA),
-            rows.summaries, rows.bases, pa.table(rows.aliases, schema=ALIAS_SCHEMA))))
+            rows.entities, rows.relations, rows.summaries, rows.bases, pa.table(rows.aliases, schema=ALIAS_SCHEMA))))
     elif kind == "delta":
         _write_table(workspace, _delta_table(changed), f"graph/{folder}/delta-{version:010d}.arrow")
     return kind

@@ -4,7 +4,7 @@
 A link is stored on the shard of each end, so a reader finds an entity's aliases where it
 finds the entity. Links are kept apart from the mentions: indexing a document never merges
 two entities, and one that later proves different is unlinked, not split. The shard also
-answers the alias pass (index.aliases): which of its entities are new since the last pass,
+answers the alias pass (index.stages.aliases): which of its entities are new since the last pass,
 and which entities share a block key (core.alias_rules) with given names.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from lightrag_ray.core.alias_rules import block_keys
-from lightrag_ray.core.graph_versions import Links
+from lightrag_ray.core.graph.versions import Links
 
 ALIAS_COLUMNS = ("key", "other", "reason")
 

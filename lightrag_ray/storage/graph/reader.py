@@ -17,15 +17,8 @@ from typing import Any
 import ray
 
 from lightrag_ray.config import Settings
-from lightrag_ray.storage.graph_calls import (
-    merge_fetch,
-    merge_neighborhood,
-    merge_passage_entities,
-    plan_fetch,
-    plan_neighborhood,
-    plan_passage_entities,
-    shard_actor_name,
-)
+from lightrag_ray.core.graph.contract import READ, Operation, operation
+from lightrag_ray.storage.graph.actor import shard_actor_name
 
 RETRY_DELAY_S = 0.2
 
@@ -35,7 +28,8 @@ class GraphUnavailableError(RuntimeError):
 
 
 class ShardReader:
-    """Async ``neighborhood`` and ``fetch`` over the shard actors of one workspace."""
+    """The READ operations of the graph contract (core.graph.contract), awaited, over the shard
+    actors of one workspace: ``await reader.fetch(keys, pairs)``."""
 
     def __init__(self, workspace_uri: str, num_shards: int, replicas: int = 1, namespace: str | None = None,
                  timeout_s: float = 10.0) -> None:
@@ -48,10 +42,10 @@ class ShardReader:
         self._turn = itertools.count()
 
     @classmethod
-    def for_settings(cls, settings: Settings, num_shards: int) -> "ShardReader":
-        """The reader of ``settings.workspace``'s ``num_shards`` shards (the manifest's count)."""
+    def for_settings(cls, settings: Settings) -> "ShardReader":
+        """The reader of ``settings.workspace``'s shards (``graph.num_shards``: the workspace's count)."""
         graph = settings.graph
-        return cls(settings.workspace, num_shards, graph.replicas, settings.ray.namespace, graph.read_timeout_s)
+        return cls(settings.workspace, graph.num_shards, graph.replicas, settings.ray.namespace, graph.read_timeout_s)
 
     def _handle(self, shard: int, replica: int) -> Any:
         key = (shard, replica)
@@ -60,7 +54,22 @@ class ShardReader:
             self._handles[key] = ray.get_actor(name, namespace=self.namespace)
         return self._handles[key]
 
-    async def _ask(self, shard: int, method: str, args: tuple[Any, ...]) -> Any:
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        op = operation(name)
+        if op.access is not READ:
+            raise AttributeError(f"graph operation {name!r} is the writer's ({op.access.value}); readers only read")
+        return lambda *args: self.run(op, *args)
+
+    async def run(self, op: Operation, *args: Any) -> Any:
+        """One READ operation: its shards asked in one parallel round, their answers merged."""
+        calls = op.shard_calls(self.num_shards, args)
+        shards = sorted(calls)
+        answers = await asyncio.gather(*(self._ask(i, op, calls[i]) for i in shards))
+        return op.result(dict(zip(shards, answers)), args)
+
+    async def _ask(self, shard: int, op: Operation, args: tuple[Any, ...]) -> Any:
         """One shard's answer, from the next replica in turn; retried on other replicas
         (or the same, restarted) until the deadline."""
         deadline = time.monotonic() + self.timeout_s
@@ -73,7 +82,7 @@ class ShardReader:
                 break
             try:
                 handle = self._handle(shard, replica)
-                _, result = await asyncio.wait_for(getattr(handle, method).remote(*args), left)
+                _, result = await asyncio.wait_for(handle.call.remote(op, args), left)
                 return result
             except ValueError as exc:  # no actor by that name (yet)
                 last_error = exc
@@ -86,27 +95,3 @@ class ShardReader:
             f"graph shard {shard} did not answer within {self.timeout_s:g} s ({type(last_error).__name__}); "
             "it may be restarting, try again shortly"
         )
-
-    async def _round(self, method: str, plan: dict[int, tuple[Any, ...]]) -> dict[int, Any]:
-        shards = sorted(plan)
-        answers = await asyncio.gather(*(self._ask(i, method, plan[i]) for i in shards))
-        return dict(zip(shards, answers))
-
-    async def neighborhood(self, keys: list[str], max_relations: int | None = None) -> dict[str, list[dict[str, Any]]]:
-        """The entities ``keys`` and their best ``max_relations`` incident relations per
-        shard (all when None), in one parallel round."""
-        if not keys:
-            return {"entities": [], "relations": []}
-        plan = plan_neighborhood(keys, self.num_shards, max_relations)
-        return merge_neighborhood(await self._round("neighborhood", plan))
-
-    async def passage_entities(self, chunk_ids: list[str], keys: list[str], max_chunks: int) -> list[dict[str, Any]]:
-        """The entities ``keys`` and those the passages ``chunk_ids`` mention, with their
-        passages (none for hubs past ``max_chunks``), in one parallel round."""
-        plan = plan_passage_entities(chunk_ids, keys, self.num_shards, max_chunks)
-        return merge_passage_entities(await self._round("passage_entities", plan)) if plan else []
-
-    async def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> dict[str, list[dict[str, Any]]]:
-        """Entities by key and relations by endpoint pair, in the order asked, in one round."""
-        plan = plan_fetch(keys, pairs, self.num_shards)
-        return merge_fetch(await self._round("fetch", plan), keys, pairs)
