@@ -8,9 +8,10 @@ from typing import Any
 
 from lightrag_ray.cli.graph_view import write_graph_html
 from lightrag_ray.config import Settings
-from lightrag_ray.index.pipeline import index_paths, print_progress
+from lightrag_ray.index.progress import print_progress
+from lightrag_ray.service.indexing import index_paths
 from lightrag_ray.query.engine import QueryParam, QueryResult
-from lightrag_ray.query.session import LocalSession
+from lightrag_ray.service.session import LocalSession
 from lightrag_ray.storage.workspace import Workspace
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "christmas_carol.txt"  # lightrag_ray/data
@@ -50,11 +51,7 @@ def _print_answer(question: str, result: QueryResult, generated: bool) -> None:
 
 
 async def _answer(session: LocalSession, question: str) -> QueryResult:
-    param = QueryParam(mode="mix", chunk_top_k=8)
-    if session.llm is not None:
-        return await session.engine.query(question, param)
-    context, keywords, calls = await session.engine.retrieve(question, param)
-    return QueryResult("", context, keywords, param.mode, calls)
+    return await session.engine.query(question, QueryParam(mode="mix", chunk_top_k=8), generate=session.llm is not None)
 
 
 def run_demo(settings: Settings, html: str | None = None) -> dict[str, Any]:

@@ -10,15 +10,18 @@ import os
 import signal
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
+
+from pydantic.fields import FieldInfo
 
 from lightrag_ray.cli.failures import report_failure
 from lightrag_ray.config import ENV_PREFIX, Settings, load_settings
+from lightrag_ray.query.params import QueryParam
 
 if TYPE_CHECKING:
     from lightrag_ray.serve.app import AppArgs
 
-MODES = ["walk", "mix", "local", "global", "hybrid", "naive", "bypass"]  # default first (engine.DEFAULT_MODE)
+SHORT_FLAGS = {"mode": "-m"}  # QueryParam fields whose flag has a short form too
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 _INDEX_EPILOG = f"""\
@@ -60,6 +63,41 @@ def _add_llm(parser: argparse.ArgumentParser) -> None:
     llm.add_argument("--llm-timeout", type=float, help="seconds per LLM request before retrying (120)")
 
 
+def _choices(field: FieldInfo) -> list[str]:
+    """The values of a Literal field, its default first (as `--help` lists them)."""
+    return [field.default, *(value for value in get_args(field.annotation) if value != field.default)]
+
+
+MODES = _choices(QueryParam.model_fields["mode"])  # --mode's choices, the default first
+
+
+def _flag_options(field: FieldInfo) -> dict[str, Any] | None:
+    """argparse options of a QueryParam field's flag (type, choices, list), or None for a field
+    no flag can give (chat history)."""
+    annotation = field.annotation
+    if get_origin(annotation) is Literal:
+        return {"choices": _choices(field)}
+    if annotation in (int, float, str):
+        return {"type": annotation}
+    if list[str] in get_args(annotation):
+        return {"nargs": "+", "metavar": "WORD"}
+    return None
+
+
+def _add_query_params(parser: argparse.ArgumentParser) -> None:
+    """A flag per QueryParam field (``--top-k``, ...), its help the field's description and default;
+    a flag not given leaves the field's default."""
+    group = parser.add_argument_group("query parameters")
+    for name, field in QueryParam.model_fields.items():
+        options = _flag_options(field)
+        if options is None:
+            continue
+        described = (field.description or name).rstrip(".")
+        shown = f" ({field.default})" if field.default not in (None, "") else ""
+        flags = [f"--{name.replace('_', '-')}", *([SHORT_FLAGS[name]] if name in SHORT_FLAGS else [])]
+        group.add_argument(*flags, **options, help=f"{described[0].lower()}{described[1:]}{shown}")
+
+
 def _add_pipeline(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     """The indexing flags (`index`, and `serve` for its insert jobs); returns the group."""
     pipe = parser.add_argument_group("pipeline")
@@ -69,7 +107,8 @@ def _add_pipeline(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     pipe.add_argument("--gleaning", type=int, help="extra 'anything missed?' rounds per chunk (1)")
     pipe.add_argument("--chunk-tokens", type=int, help="tokens per chunk (1200)")
     pipe.add_argument("--overlap-tokens", type=int, help="tokens of overlap between chunks (100)")
-    pipe.add_argument("--shards", type=int, help="graph shard actors; fixed per workspace (2)")
+    pipe.add_argument("--shards", type=_shard_count, help="graph shard actors of a new workspace: a number, or auto "
+                      "(from the first run's size; the default); `lightrag-ray reshard` changes an existing one's")
     pipe.add_argument("--milvus-uri", help="Milvus server URI; default a Milvus Lite file in the workspace")
     pipe.add_argument("--ray-address", help="Ray cluster address (default: start or join a local one)")
     return pipe
@@ -103,12 +142,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     query.add_argument("question", help="the question, in any language the workspace holds")
     _add_common(query)
-    query.add_argument("--mode", "-m", choices=MODES, default=MODES[0], help=f"retrieval mode ({MODES[0]})")
-    query.add_argument("--top-k", type=int, help="entities/relations retrieved (40)")
-    query.add_argument("--chunk-top-k", type=int, help="source passages kept (20)")
     query.add_argument("--stream", action="store_true", help="print the answer as it is generated")
     query.add_argument("--context-only", action="store_true",
                        help="no generation: print the retrieved entities, relations and passages")
+    _add_query_params(query)
     _add_llm(query)
 
     demo = sub.add_parser(
@@ -146,7 +183,26 @@ def _parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="show what a workspace holds",
                             description="Documents by status, chunk/entity/relation counts, graph version.")
     _add_common(status, uses_ray=False)
+
+    reshard = sub.add_parser(
+        "reshard", help="move a workspace's graph to another number of shards",
+        description="Repartition the graph of a workspace over --shards shards, from its files (no Ray needed; "
+        "nothing may use the workspace meanwhile). Crash-safe: until the new layout is committed the old one stays "
+        "valid, and the command can simply be run again. Queries answer the same after it.")
+    _add_common(reshard, uses_ray=False)
+    reshard.add_argument("--shards", type=_positive, required=True, help="the new number of shards")
     return parser
+
+
+def _positive(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value!r}")
+    return int(value)
+
+
+def _shard_count(value: str) -> int | str:
+    """A --shards value: a positive number, or auto."""
+    return value if value == "auto" else _positive(value)
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -198,7 +254,8 @@ def _print(result: dict[str, Any], as_json: bool) -> None:
 
 def _index(args: argparse.Namespace) -> int:
     from lightrag_ray.cli.preflight import check_index
-    from lightrag_ray.index.pipeline import index_paths, print_progress
+    from lightrag_ray.index.progress import print_progress
+    from lightrag_ray.service.indexing import index_paths
 
     settings = load_settings(args.config, _overrides(args))
     check_index(settings, args.paths)
@@ -225,12 +282,11 @@ def _index_summary(r: dict[str, Any]) -> list[str]:
 
 def _query(args: argparse.Namespace) -> int:
     from lightrag_ray.cli.preflight import check_workspace_free
-    from lightrag_ray.query.engine import QueryParam
-    from lightrag_ray.query.session import LocalSession
+    from lightrag_ray.service.session import LocalSession
 
     settings = load_settings(args.config, _overrides(args))
-    given = {"top_k": args.top_k, "chunk_top_k": args.chunk_top_k}
-    param = QueryParam(mode=args.mode, **{k: v for k, v in given.items() if v is not None})
+    given = {name: getattr(args, name, None) for name in QueryParam.model_fields}
+    param = QueryParam(**{name: value for name, value in given.items() if value is not None})
     if not args.context_only and settings.llm.backend == "none":
         print("error: no LLM configured to write an answer. Pass --llm-base-url http://HOST:PORT/v1, or "
               "--context-only to print what retrieval found.", file=sys.stderr)
@@ -314,10 +370,18 @@ def _run_server(app_args: AppArgs, settings: Settings, host: str, port: int) -> 
 
 
 def _status(args: argparse.Namespace) -> int:
-    from lightrag_ray.cli.status import workspace_status
+    from lightrag_ray.service.status import workspace_status
 
     settings = load_settings(args.config, _overrides(args))
     _print(workspace_status(settings.workspace, settings.milvus_uri()), args.json)
+    return 0
+
+
+def _reshard(args: argparse.Namespace) -> int:
+    from lightrag_ray.service.reshard import reshard_workspace
+
+    settings = load_settings(args.config, {"workspace": args.workspace} if args.workspace else {})
+    _print(reshard_workspace(settings, args.shards), args.json)
     return 0
 
 
@@ -326,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
-    commands = {"index": _index, "query": _query, "demo": _demo, "serve": _serve, "status": _status}
+    commands = {"index": _index, "query": _query, "demo": _demo, "serve": _serve, "status": _status,
+                "reshard": _reshard}
     try:
         return commands[args.command](args)
     except KeyboardInterrupt:

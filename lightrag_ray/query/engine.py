@@ -8,17 +8,18 @@ question's entities and best passages over the entity-passage graph (query.walk)
 passages (and ``mix``'s vector passages with them) are ranked by their similarity to the
 question, less a penalty for their place in the graph order (core.ranking.relevance_ranking).
 A query makes one keyword call (skipped when keywords are given) and one generation call.
+Every answer, whole (``query``) or streamed (``stream``), is prepared by ``prepare_answer``
+(retrieval and the answer prompt); the modes and ``QueryParam`` are in query.params.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from lightrag_ray.config import Settings
 from lightrag_ray.core import prompts
@@ -27,11 +28,11 @@ from lightrag_ray.core.keywords import Keywords, keywords_without_llm, parse_key
 from lightrag_ray.core.ranking import graph_chunk_ranking, interleave, rank_local_relations, relevance_ranking
 from lightrag_ray.core.tokenizer import count_tokens
 from lightrag_ray.models.llm import LLMClient
+from lightrag_ray.query.params import DEFAULT_MODE, QueryParam
 from lightrag_ray.query.stores import GraphLookup, TextEmbedder, VectorIndex
 from lightrag_ray.query.walk import walk_chunk_ids
 
-Mode = Literal["naive", "local", "global", "hybrid", "mix", "walk", "bypass"]
-DEFAULT_MODE: Mode = "walk"  # the best at equal context size (docs/benchmarks.md, HotpotQA)
+__all__ = ["DEFAULT_MODE", "AnswerStream", "Prepared", "QueryEngine", "QueryParam", "QueryResult"]  # params: re-exported
 # Which search vectors a mode uses: the question finds passages (and ranks graph passages),
 # the low-level keywords entities, the high-level keywords relations, each low-level keyword
 # its own entity (walk).
@@ -48,24 +49,6 @@ CHUNK_FIELDS = ["id", "text", "file_path", "doc_id", "order", "text_tokens"]  # 
 SEARCH_FIELDS = {"entities": ["id", "key"], "relations": ["id", "source_key", "target_key"], "chunks": CHUNK_FIELDS}
 
 
-class QueryParam(BaseModel):
-    """How to answer one question."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    mode: Mode = DEFAULT_MODE
-    top_k: int = Field(40, gt=0, description="Entities (local) / relations (global) retrieved.")
-    chunk_top_k: int = Field(20, gt=0, description="Source passages kept before the token budget.")
-    max_entity_tokens: int = Field(6000, gt=0)
-    max_relation_tokens: int = Field(8000, gt=0)
-    max_total_tokens: int = Field(30000, gt=0)
-    hl_keywords: list[str] | None = Field(None, description="Skip the keyword call with these themes.")
-    ll_keywords: list[str] | None = Field(None, description="Skip the keyword call with these names.")
-    history: list[dict[str, str]] = Field(default_factory=list, description="Earlier chat turns.")
-    response_type: str = Field("", description="Answer style, e.g. 'bullet points'.")
-    instructions: str = Field("", description="The caller's own instructions for the answer (OpenAI system messages).")
-
-
 @dataclass
 class SearchVectors:
     """The embedded search texts of one question (None where the mode needs none)."""
@@ -77,17 +60,32 @@ class SearchVectors:
 
 
 @dataclass
+class Prepared:
+    """What an answer is generated from: the retrieved context, its keywords, the LLM calls
+    retrieval made and the messages of the answer call."""
+
+    context: QueryContext
+    keywords: Keywords
+    llm_calls: int
+    messages: list[dict[str, str]]
+
+
+@dataclass
 class QueryResult:
-    """An answer with the context and keywords it came from."""
+    """An answer with the context and keywords it came from (and the answer call's messages,
+    which ``to_dict`` leaves out)."""
 
     answer: str
     context: QueryContext
     keywords: Keywords
     mode: str
     llm_calls: int
+    messages: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "context": self.context.to_dict(), "keywords": asdict(self.keywords)}
+        """The answer, context, keywords, mode and LLM calls as JSON-ready values."""
+        found = {key: value for key, value in asdict(self).items() if key != "messages"}
+        return {**found, "context": self.context.to_dict(), "keywords": asdict(self.keywords)}
 
 
 class QueryEngine:
@@ -214,40 +212,71 @@ class QueryEngine:
         return sum(count_tokens(m["content"], self.settings.chunking.encoding) + 4 for m in messages)
 
     # ---- generation -----------------------------------------------------------------
-    def _require_llm(self) -> LLMClient:
+    def require_llm(self) -> LLMClient:
+        """The LLM that writes answers; ValueError when none is configured."""
         if self.llm is None:
             raise ValueError("no LLM configured for answers: set llm.backend/llm.base_url, or ask for the context only")
         return self.llm
 
-    async def query(self, question: str, param: QueryParam | None = None) -> QueryResult:
-        """Retrieve, then generate one answer that cites the numbered passages."""
-        param = param or QueryParam()
-        llm = self._require_llm()
+    async def prepare_answer(self, question: str, param: QueryParam) -> Prepared:
+        """Retrieval and the answer prompt: the one step every answer (``query``, ``stream``) takes."""
         context, keywords, calls = await self.retrieve(question, param)
-        answer = await llm.complete(self.answer_messages(question, context, param))
-        return QueryResult(answer, context, keywords, param.mode, calls + 1)
+        return Prepared(context, keywords, calls, self._answer_messages(question, context, param))
 
-    async def stream(self, question: str, param: QueryParam | None = None) -> AsyncIterator[str]:
-        """Retrieve, then yield the answer as it is generated."""
+    async def query(self, question: str, param: QueryParam | None = None, generate: bool = True) -> QueryResult:
+        """Retrieve, then generate one answer that cites the numbered passages; ``generate=False``:
+        no answer call (the answer is ""), the result holds the context and the prompt."""
         param = param or QueryParam()
-        self._require_llm()
-        context, _, _ = await self.retrieve(question, param)
-        async for piece in self.generate_stream(question, context, param):
-            yield piece
+        llm = self.require_llm() if generate else None
+        prepared = await self.prepare_answer(question, param)
+        answer = await llm.complete(prepared.messages) if llm is not None else ""
+        return QueryResult(answer, prepared.context, prepared.keywords, param.mode,
+                           prepared.llm_calls + int(generate), prepared.messages)
 
-    async def generate_stream(self, question: str, context: QueryContext, param: QueryParam) -> AsyncIterator[str]:
-        """Yield the answer to ``question`` from an already retrieved ``context``."""
-        llm = self._require_llm()
-        async for piece in llm.stream(self.answer_messages(question, context, param)):
-            yield piece
+    def stream(self, question: str, param: QueryParam | None = None) -> AnswerStream:
+        """The answer as it is generated: iterate it for the pieces (retrieval runs first)."""
+        return AnswerStream(self, question, param or QueryParam())
 
-    def answer_messages(self, question: str, context: QueryContext, param: QueryParam) -> list[dict[str, str]]:
+    def _answer_messages(self, question: str, context: QueryContext, param: QueryParam) -> list[dict[str, str]]:
         """The messages of the answer call (bypass: the caller's instructions, history and question)."""
         if param.mode == "bypass":
             system = [{"role": "system", "content": param.instructions}] if param.instructions else []
             return [*system, *param.history, {"role": "user", "content": question}]
         text = context.text or "(nothing relevant was found in the knowledge base)"
         return prompts.answer_messages(question, text, param.history, param.response_type, param.instructions)
+
+
+class AnswerStream:
+    """One answer as the LLM generates it. ``await ready()`` retrieves and builds the prompt
+    (once), so the context, keywords, LLM calls and messages are known before the first piece;
+    iterating yields the pieces (calling ``ready`` first); ``complete()`` gets the whole answer
+    from one call instead, for a client that asked for no streaming."""
+
+    def __init__(self, engine: QueryEngine, question: str, param: QueryParam) -> None:
+        self.engine = engine
+        self.question = question
+        self.param = param
+        self.prepared: Prepared | None = None
+
+    async def ready(self) -> Prepared:
+        """What the answer is generated from; ValueError when no LLM is configured."""
+        self.engine.require_llm()
+        if self.prepared is None:
+            self.prepared = await self.engine.prepare_answer(self.question, self.param)
+        return self.prepared
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._pieces()
+
+    async def _pieces(self) -> AsyncIterator[str]:
+        messages = (await self.ready()).messages
+        async for piece in self.engine.require_llm().stream(messages):
+            yield piece
+
+    async def complete(self) -> str:
+        """The whole answer from one (not streamed) LLM call."""
+        messages = (await self.ready()).messages
+        return await self.engine.require_llm().complete(messages)
 
 
 async def _no_items() -> tuple[list, list]:

@@ -2,7 +2,7 @@
 blocking backends.
 
 QueryEngine depends only on these protocols. Implementations: ``ShardReader`` (graph shard
-actors, storage.graph_reader), the adapters below (a MilvusStore or a local embedding model
+actors, storage.graph.reader, for the graph contract's reads), the adapters below (a MilvusStore or a local embedding model
 in this process, run in a worker thread), the Serve app's deployment-handle adapters
 (serve.deployments), and in-memory stores in the tests.
 """
@@ -36,23 +36,10 @@ class VectorIndex(Protocol):
         ...
 
 
-class GraphLookup(Protocol):
-    """Merged entity and relation views of the knowledge graph."""
-
-    async def neighborhood(self, keys: list[str], max_relations: int | None = None) -> dict[str, Rows]:
-        """``{"entities", "relations"}``: the entities ``keys`` (best first) and their incident
-        relations: all, or at least the best ``max_relations`` in ``local_relation_order``."""
-        ...
-
-    async def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> dict[str, Rows]:
-        """``{"entities", "relations"}``: entities by key, relations by endpoint pair, in order."""
-        ...
-
-    async def passage_entities(self, chunk_ids: list[str], keys: list[str], max_chunks: int) -> Rows:
-        """One hop of a walk: rows (``key``, ``n_chunks``, ``chunks``) of the entities ``keys``
-        and of those the passages ``chunk_ids`` mention, ``chunks`` being the passages that
-        mention the entity (empty for hubs mentioned by more than ``max_chunks``)."""
-        ...
+# The graph's reads are the READ operations of the graph contract (core.graph.contract:
+# neighborhood, fetch, passage_entities, labels, export), awaited: a ShardReader, or the
+# tests' in-memory MemoryGraph.
+GraphLookup = Any
 
 
 class ThreadedEmbedder:

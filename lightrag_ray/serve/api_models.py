@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import logging
+from copy import copy
 from typing import Annotated, Any, Literal, NamedTuple
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
 
 from lightrag_ray.core.context import UNKNOWN_SOURCE, QueryContext
 from lightrag_ray.core.subgraph import GRAPH_FIELD_SEP
-from lightrag_ray.query.engine import DEFAULT_MODE, Mode, QueryParam
+from lightrag_ray.query.params import DEFAULT_MODE, MODES, QueryParam
 
 CHAT_MODEL_PREFIX = "lightrag-"
 OLLAMA_MODEL = "lightrag:latest"  # the one model of the Ollama API (LightRAG Server's name)
-MODES: tuple[str, ...] = ("mix", "local", "global", "hybrid", "naive", "walk", "bypass")
 LOG = logging.getLogger("ray.serve")
 _IGNORED: set[tuple[str, str]] = set()  # (body, field) already logged
 
@@ -44,22 +44,45 @@ class Turn(LightRAGBody):
     content: str
 
 
-class QueryRequest(LightRAGBody):
-    """``POST /query``, ``/query/stream`` and ``/query/data``: every field of LightRAG
-    1.5's QueryRequest (same defaults, except ``mode`` and ``response_type``)."""
+class _Question(LightRAGBody):
+    """A query body's first field, the question (the other fields follow in QueryParam's order)."""
 
     query: str = Field(..., min_length=1, description="The question.")
-    mode: Mode = DEFAULT_MODE
-    top_k: int = Field(40, gt=0, le=1000)
-    chunk_top_k: int = Field(20, gt=0, le=1000)
-    max_entity_tokens: int = Field(6000, gt=0)
-    max_relation_tokens: int = Field(8000, gt=0)
-    max_total_tokens: int = Field(30000, gt=0)
-    hl_keywords: list[str] | None = Field(None, description="Themes to search by; none or [] in both lists: the LLM extracts them.")
-    ll_keywords: list[str] | None = Field(None, description="Names to search by; none or [] in both lists: the LLM extracts them.")
-    conversation_history: list[Turn] = Field(default_factory=list)
-    response_type: str = ""
-    user_prompt: str = Field("", description="Extra instructions for the answer (retrieval does not see them).")
+
+
+# QueryParam's fields that LightRAG's body names and types its own way: name -> (LightRAG's name, type, field).
+_LIGHTRAG_FIELDS: dict[str, tuple[str, Any, Any]] = {
+    "history": ("conversation_history", list[Turn], Field(default_factory=list, description=(
+        "Earlier chat turns; only user and assistant turns reach the answer prompt."))),
+    "instructions": ("user_prompt", str, Field("", description=(
+        "Extra instructions for the answer (retrieval does not see them)."))),
+}
+_CAPPED = {"top_k": 1000, "chunk_top_k": 1000}  # the API's upper bounds (the engine has none)
+
+
+def _query_fields() -> dict[str, tuple[Any, Any]]:
+    """QueryParam's fields in its order, with their defaults and descriptions, under LightRAG's
+    names where it has its own, and the API's upper bounds."""
+    fields: dict[str, tuple[Any, Any]] = {}
+    for name, field in QueryParam.model_fields.items():
+        if name in _LIGHTRAG_FIELDS:
+            renamed, annotation, info = _LIGHTRAG_FIELDS[name]
+            fields[renamed] = (annotation, info)
+        elif name in _CAPPED:
+            fields[name] = (Annotated[field.annotation, Field(le=_CAPPED[name])], copy(field))
+        else:
+            fields[name] = (field.annotation, copy(field))
+    return fields
+
+
+_QueryFields = create_model("_QueryFields", __base__=_Question, __module__=__name__, **_query_fields())
+
+
+class QueryRequest(_QueryFields):
+    """``POST /query``, ``/query/stream`` and ``/query/data``: every field of LightRAG
+    1.5's QueryRequest (same defaults, except ``mode`` and ``response_type``); the engine's
+    parameters come from QueryParam (empty keyword lists count as none, as in LightRAG)."""
+
     only_need_context: bool = Field(False, description="Return the context text instead of an answer.")
     only_need_prompt: bool = Field(False, description="Return the answer prompt instead of an answer.")
     include_references: bool = True
@@ -71,15 +94,13 @@ class QueryRequest(LightRAGBody):
 
     def param(self) -> QueryParam:
         """The engine's parameters for this request (empty keyword lists: none given)."""
-        return QueryParam(
-            mode=self.mode, top_k=self.top_k, chunk_top_k=self.chunk_top_k,
-            max_entity_tokens=self.max_entity_tokens, max_relation_tokens=self.max_relation_tokens,
-            max_total_tokens=self.max_total_tokens, hl_keywords=self.hl_keywords or None,
-            ll_keywords=self.ll_keywords or None,
-            history=[{"role": t.role, "content": t.content} for t in self.conversation_history
-                     if t.role in ("user", "assistant")],
-            response_type=self.response_type, instructions=self.user_prompt,
-        )
+        shared = {name: getattr(self, name) for name in QueryParam.model_fields if name not in _LIGHTRAG_FIELDS}
+        return QueryParam(**{
+            **shared, "hl_keywords": self.hl_keywords or None, "ll_keywords": self.ll_keywords or None,
+            "history": [{"role": t.role, "content": t.content} for t in self.conversation_history
+                        if t.role in ("user", "assistant")],
+            "instructions": self.user_prompt,
+        })
 
     def answer_references(self, context: QueryContext) -> list[dict[str, Any]] | None:
         """The references an answer carries: None unless asked for, with passages if asked for."""

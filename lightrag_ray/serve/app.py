@@ -1,5 +1,7 @@
 """The Ray Serve application: LightRAG Server's REST routes plus OpenAI- and Ollama-compatible chat
-APIs (their routes and error shapes in openai_routes / openai_errors and ollama_routes).
+APIs, assembled from the route modules (serve.routes: query, documents, graph, openai, ollama,
+webui), the middleware (serve.http_guard) and each contract's error shapes (openai_errors,
+ollama_errors).
 
 ``build_app`` is the typed builder that ``serve_config.yaml`` (and ``lightrag-ray serve``)
 points at. The FastAPI ingress runs the QueryEngine (autoscaled): it reads the graph
@@ -7,19 +9,17 @@ shards and a Milvus server directly, and reaches the embedder, the LLM, the work
 owner (writes; vector lookups of a Milvus Lite file) through awaited deployment handles.
 """
 
-# No `from __future__ import annotations`: FastAPI must see the real types of the route
-# parameters, and Serve's ingress wrapper hides this module's globals from it.
+# No `from __future__ import annotations`: Serve reads build_app's annotation (AppArgs) as a
+# class to validate serve_config.yaml's args; a string annotation makes it pass a plain dict.
+
 import asyncio
-import json
 import os
-import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import ray
-from fastapi import FastAPI, File, HTTPException, Query, Request, UploadFile
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 from ray.serve import Application
@@ -28,15 +28,7 @@ from lightrag_ray.config import Settings, load_settings
 from lightrag_ray.models.llm import LLMError
 from lightrag_ray.query.engine import QueryEngine
 from lightrag_ray.query.stores import ThreadedVectorIndex, VectorIndex
-from lightrag_ray.serve.api_models import (
-    DeleteDocRequest,
-    InsertResponse,
-    InsertTextRequest,
-    InsertTextsRequest,
-    QueryRequest,
-    lightrag_data,
-    processing_info,
-)
+from lightrag_ray.serve import ollama_errors, openai_errors
 from lightrag_ray.serve.deployments import (
     SERVING,
     EmbedderDeployment,
@@ -45,62 +37,65 @@ from lightrag_ray.serve.deployments import (
     HandleVectorIndex,
     LLMDeployment,
     WorkspaceDeployment,
-    cause_message,
     llm_failure,
 )
-from lightrag_ray.serve.graph_edit_routes import GraphEditRoutes
-from lightrag_ray.serve.graph_edit_routes import install as install_graph_edit_routes
-from lightrag_ray.serve.http_guard import RequestGuard, has_key
-from lightrag_ray.serve.lightrag_routes import DEFAULT_CORS_ORIGINS, LightRAGRoutes, busy_response, doc_view, workspace_write
-from lightrag_ray.serve.lightrag_routes import install as install_lightrag_routes
-from lightrag_ray.serve.ollama_routes import OllamaRoutes, ollama_error_body
-from lightrag_ray.serve.ollama_routes import install as install_ollama_routes
-from lightrag_ray.serve.openai_errors import error_body, error_response, is_openai_path
-from lightrag_ray.serve.openai_routes import OpenAIRoutes
-from lightrag_ray.serve.openai_routes import install as install_openai_routes
-from lightrag_ray.serve.webui_routes import WebUIRoutes
-from lightrag_ray.serve.webui_routes import install as install_webui_routes
-from lightrag_ray.storage import manifest as manifests
-from lightrag_ray.storage.graph_reader import GraphUnavailableError, ShardReader
-from lightrag_ray.storage.vectors import is_server_uri, open_store
-from lightrag_ray.storage.workspace import Workspace
+from lightrag_ray.serve.http_guard import DEFAULT_CORS_ORIGINS, LazyCORS, RequestGuard
+from lightrag_ray.serve.routes import documents, graph, ollama, openai, query, webui
+from lightrag_ray.service.opening import open_workspace
+from lightrag_ray.storage.graph.reader import GraphUnavailableError
 
 API_KEY_ENV = "LIGHTRAG_RAY_API_KEY"
-_GUARD = {"api_key": None, "max_body_bytes": 50 * 1024 * 1024, "cors_origins": list(DEFAULT_CORS_ORIGINS)}
-
-api = FastAPI(
-    title="lightrag-ray",
-    description="Graph-based RAG on Ray: LightRAG Server routes and an OpenAI-compatible chat API.",
-)
-api.add_middleware(RequestGuard, settings=lambda: (_GUARD["api_key"], _GUARD["max_body_bytes"]),
-                   error_body=ollama_error_body(error_body),  # OpenAI's error shape on /v1, Ollama's on /api
-                   denied_status=lambda path: 401 if is_openai_path(path) else 403)  # each contract's status
-install_openai_routes(api)
+# The replica's guard settings: set by Ingress.__init__, read per request by the middleware, both
+# through the module functions below. Serve hands the replica a pickled copy of the app and of
+# the Ingress class, whose own globals are copies; named module functions are pickled by
+# reference, so both reach this module's dict in the replica's process.
+_GUARD: dict[str, Any] = {"api_key": None, "max_body_bytes": 50 * 1024 * 1024, "cors_origins": list(DEFAULT_CORS_ORIGINS)}
 
 
-@api.exception_handler(LLMError)
+def _set_guard(api_key: str | None, max_body_bytes: int, cors_origins: list[str]) -> None:
+    _GUARD.update(api_key=api_key, max_body_bytes=max_body_bytes, cors_origins=cors_origins)
+
+
+def _guard_limits() -> tuple[str | None, int]:
+    return _GUARD["api_key"], _GUARD["max_body_bytes"]
+
+
+def _cors_origins() -> list[str]:
+    return _GUARD["cors_origins"]
+
+
 async def _llm_failed(request: Request, exc: LLMError) -> JSONResponse:
-    return error_response(request, 502, llm_failure(exc))
+    return openai_errors.error_response(request, 502, llm_failure(exc))
 
 
-@api.exception_handler(GraphUnavailableError)
 async def _graph_unavailable(request: Request, exc: GraphUnavailableError) -> JSONResponse:
-    return error_response(request, 503, f"the knowledge graph is unavailable: {exc}", headers={"Retry-After": "1"})
+    return openai_errors.error_response(request, 503, f"the knowledge graph is unavailable: {exc}",
+                                        headers={"Retry-After": "1"})
 
 
-install_ollama_routes(api)  # after the handlers above: on /api their errors take Ollama's shape
-install_graph_edit_routes(api)
-install_lightrag_routes(api, lambda: _GUARD)  # the WebUI's routes; its CORS wraps every other middleware
-install_webui_routes(api)  # the WebUI itself, when the app is built with one
+def http_app() -> FastAPI:
+    """The FastAPI app: every route module's router; the guard (API key, body size; each
+    contract's status and error body) inside CORS, which must be outermost so that preflights
+    need no key and error answers carry its headers; OpenAI's error shape on /v1, Ollama's on
+    /api (wrapping the app's own handlers, so added after them)."""
+    api = FastAPI(
+        title="lightrag-ray",
+        description="Graph-based RAG on Ray: LightRAG Server routes and an OpenAI-compatible chat API.",
+    )
+    for module in (openai, ollama, graph, documents, webui, query):
+        api.include_router(module.router)
+    api.add_middleware(RequestGuard, settings=_guard_limits,
+                       error_body=ollama_errors.ollama_error_body(openai_errors.error_body),
+                       denied_status=lambda path: 401 if openai_errors.is_openai_path(path) else 403)
+    openai_errors.install_error_handlers(api)
+    api.add_exception_handler(LLMError, _llm_failed)
+    api.add_exception_handler(GraphUnavailableError, _graph_unavailable)
+    ollama_errors.install_error_handlers(api)
+    api.add_middleware(LazyCORS, origins=_cors_origins)
+    return api
 
 
-def _insert_response(job: dict[str, Any]) -> InsertResponse:
-    if job["status"] == "duplicated":
-        message = f"all {len(job['doc_ids'])} documents are already indexed"
-    else:
-        message = f"{len(job['doc_ids'])} document(s) queued; follow them at /documents/track_status/{job['track_id']}"
-    status = "duplicated" if job["status"] == "duplicated" else "success"
-    return InsertResponse(status=status, message=message, track_id=job["track_id"], doc_ids=job["doc_ids"])
+api = http_app()
 
 
 @serve.deployment(
@@ -109,13 +104,15 @@ def _insert_response(job: dict[str, Any]) -> InsertResponse:
     max_ongoing_requests=64,
 )
 @serve.ingress(api)
-class Ingress(OpenAIRoutes, OllamaRoutes, LightRAGRoutes, WebUIRoutes, GraphEditRoutes):
-    """HTTP front door; stateless, so it scales out."""
+class Ingress:
+    """HTTP front door; stateless, so it scales out. The routes reach it as their replica
+    (serve.routes.replica.Replica)."""
 
     def __init__(self, settings: dict[str, Any], embedder: Any, llm: Any, workspace: Any,
                  api_key: str | None, max_body_bytes: int, cors_origins: tuple[str, ...] = DEFAULT_CORS_ORIGINS,
                  webui_dir: str | None = None, input_dir: str | None = None) -> None:
-        _GUARD.update(api_key=api_key, max_body_bytes=max_body_bytes, cors_origins=list(cors_origins))
+        _set_guard(api_key, max_body_bytes, list(cors_origins))
+        self.api_key = api_key
         self.webui_dir = webui_dir
         self.settings = Settings.model_validate(settings)
         self.workspace = workspace
@@ -126,187 +123,20 @@ class Ingress(OpenAIRoutes, OllamaRoutes, LightRAGRoutes, WebUIRoutes, GraphEdit
         self.opening = asyncio.Lock()
         self.node_id = ray.get_runtime_context().get_node_id()
 
-    async def _engine(self) -> QueryEngine:
-        """The query engine, opened on first use: graph reads go straight to the shard
-        actors, vector reads to a Milvus server, or to the owner of a Milvus Lite file."""
+    async def engine(self) -> QueryEngine:
+        """The query engine, opened on first use as a ``reader`` (service.opening): graph reads
+        go straight to the shard actors, vector reads to a Milvus server, or to the owner of a
+        Milvus Lite file."""
         async with self.opening:
             if self.query_engine is None:
-                settings = self.settings
-                manifest = await asyncio.to_thread(manifests.load, Workspace(settings.workspace))
-                reader = ShardReader.for_settings(settings, manifest.num_shards or settings.graph.num_shards)
+                dim = await self.embedder.dimension.remote()
+                opened = await asyncio.to_thread(open_workspace, self.settings, "reader", embedding_dim=dim)
                 vectors: VectorIndex = HandleVectorIndex(self.workspace)
-                if is_server_uri(settings.milvus_uri()):
-                    dim = manifest.embedding_dim or await self.embedder.dimension.remote()
-                    vectors = ThreadedVectorIndex(await asyncio.to_thread(open_store, settings, dim))
-                self.query_engine = QueryEngine(settings, HandleEmbedder(self.embedder), vectors, reader, self.llm)
+                if opened.vectors is not None:  # a Milvus server: searched from here
+                    vectors = ThreadedVectorIndex(opened.vectors)
+                self.query_engine = QueryEngine(opened.settings, HandleEmbedder(self.embedder), vectors,
+                                                opened.reader, self.llm)
         return self.query_engine
-
-    def _need_llm(self) -> None:
-        if self.llm is None:
-            raise HTTPException(503, "no LLM configured: set llm.backend and llm.base_url in the app's "
-                                     "settings, or use /query/data for the context alone")
-
-    # ---- queries ---------------------------------------------------------------------
-    @api.post("/query")
-    async def query(self, request: QueryRequest) -> dict[str, Any]:
-        """Answer a question (or, with only_need_context / only_need_prompt, return the context
-        text / the prompt); ``llm_generated`` says whether the LLM wrote the response."""
-        started = time.perf_counter()
-        param = request.param()
-        engine = await self._engine()
-        context, _, _ = await engine.retrieve(request.query, param)
-        messages = engine.answer_messages(request.query, context, param)
-        if request.only_need_context or request.only_need_prompt:
-            response = context.text if request.only_need_context else "\n\n".join(m["content"] for m in messages)
-        else:
-            self._need_llm()
-            response = await self.llm.complete(messages)
-        return {"response": response, "references": request.answer_references(context),
-                "response_time": round(time.perf_counter() - started, 3),
-                "llm_generated": not (request.only_need_context or request.only_need_prompt)}
-
-    @api.post("/query/stream")
-    async def query_stream(self, request: QueryRequest) -> StreamingResponse:
-        """The answer as newline-delimited JSON: references first, then response pieces; with
-        ``stream: false`` one line holding the whole answer and the references (LightRAG's)."""
-        self._need_llm()
-        param = request.param()
-        engine = await self._engine()
-        context, _, _ = await engine.retrieve(request.query, param)
-
-        async def lines() -> AsyncIterator[str]:
-            refs = request.answer_references(context)
-            try:
-                if request.stream is False:
-                    answer = await self.llm.complete(engine.answer_messages(request.query, context, param))
-                    yield json.dumps({"response": answer, "llm_generated": True,
-                                      **({"references": refs} if refs is not None else {})}) + "\n"
-                    return
-                if refs is not None:
-                    yield json.dumps({"references": refs}) + "\n"
-                async for piece in engine.generate_stream(request.query, context, param):
-                    yield json.dumps({"response": piece}) + "\n"
-            except LLMError as exc:
-                yield json.dumps({"error": llm_failure(exc)}) + "\n"
-
-        return StreamingResponse(lines(), media_type="application/x-ndjson")
-
-    @api.post("/query/data")
-    async def query_data(self, request: QueryRequest) -> dict[str, Any]:
-        """Retrieval only, in LightRAG's shape: entities, relationships, chunks and per-file
-        references, no generation."""
-        started = time.perf_counter()
-        engine = await self._engine()
-        context, keywords, calls = await engine.retrieve(request.query, request.param())
-        ours = {"llm_calls": calls, "seconds": round(time.perf_counter() - started, 4),
-                "context_tokens_budget": request.max_total_tokens}
-        return {
-            "status": "success",
-            "message": "Query processed successfully",
-            "data": lightrag_data(context),
-            "metadata": {
-                "query_mode": request.mode,
-                "keywords": {"high_level": keywords.high, "low_level": keywords.low},
-                "processing_info": {**processing_info(context, request.mode), **ours},
-            },
-        }
-
-    # ---- documents -------------------------------------------------------------------
-    @api.post("/documents/text")
-    async def insert_text(self, request: InsertTextRequest) -> InsertResponse:
-        """Index one text in the background; returns the track id."""
-        name = request.file_source or "text.txt"
-        return await self._submit([(name, request.text.encode("utf-8"))], "insert", as_text=True)
-
-    @api.post("/documents/texts")
-    async def insert_texts(self, request: InsertTextsRequest) -> InsertResponse:
-        """Index several texts in the background as one job."""
-        if request.file_sources and len(request.file_sources) != len(request.texts):
-            raise HTTPException(422, "file_sources must be empty or as long as texts")
-        sources = request.file_sources or [f"text_{i}.txt" for i in range(len(request.texts))]
-        files = [(s, t.encode("utf-8")) for s, t in zip(sources, request.texts)]
-        return await self._submit(files, "insert", as_text=True)
-
-    @api.post("/documents/upload")
-    async def upload(self, file: UploadFile = File(...)) -> InsertResponse:
-        """Index an uploaded file (text, records, PDF, DOCX, PPTX, XLSX, HTML) in the background."""
-        return await self._submit([(file.filename or "upload.txt", await file.read())], "upload")
-
-    def _check_inserts(self) -> None:
-        """409 when insert jobs could only fail: no LLM for the ``llm`` extraction mode."""
-        if self.settings.llm.backend == "none" and self.settings.extraction.mode == "llm":
-            raise HTTPException(409, "inserts are off: this server has no LLM for extraction. Restart it with "
-                                     "--llm-base-url http://HOST:PORT/v1, or with --extraction-mode fast (no LLM)")
-
-    async def _submit(self, files: list[tuple[str, bytes]], prefix: str, as_text: bool = False) -> InsertResponse:
-        from lightrag_ray.serve.workspace_service import InsertRejected
-
-        self._check_inserts()
-        try:
-            job = await self.workspace.submit.remote(files, prefix, as_text)
-        except InsertRejected as exc:
-            raise HTTPException(400, cause_message(exc)) from None
-        return _insert_response(job)
-
-    @api.get("/documents")
-    async def documents(self) -> dict[str, Any]:
-        """Documents grouped by status, each in LightRAG's DocStatusResponse shape plus our fields."""
-        found = await self.workspace.documents.remote()
-        statuses = {status: [{**row, **doc_view(row)} for row in rows] for status, rows in found["statuses"].items()}
-        return {**found, "statuses": statuses}
-
-    @api.get("/documents/track_status/{track_id}")
-    async def track_status(self, track_id: str) -> dict[str, Any]:
-        """Progress of one insert job and its documents."""
-        found = await self.workspace.track_status.remote(track_id)
-        if found is None:
-            raise HTTPException(404, f"no insert job with track id {track_id!r}")
-        return found
-
-    @api.post("/documents/cancel/{track_id}")
-    async def cancel(self, track_id: str) -> dict[str, Any]:
-        """Cancel an insert job: a queued one never runs, a running one stops after its
-        current extraction batch (its documents are then marked failed)."""
-        job = await self.workspace.cancel.remote(track_id)
-        if job is None:
-            raise HTTPException(404, f"no insert job with track id {track_id!r}")
-        if job["status"] not in ("pending", "processing", "cancelled"):
-            raise HTTPException(409, f"job {track_id} has already ended ({job['status']})")
-        stopping = job["status"] == "processing"
-        return {"track_id": track_id, "status": "cancelling" if stopping else "cancelled",
-                "message": f"follow it at /documents/track_status/{track_id}" if stopping else "the job will not run"}
-
-    @api.delete("/documents/delete_document")
-    async def delete_document(self, request: DeleteDocRequest) -> dict[str, Any]:
-        """Delete documents; entities and relations they shared keep their other sources."""
-        result, busy = await workspace_write(self.workspace.delete.remote(request.doc_ids))
-        if busy is not None:
-            return busy_response(busy)
-        if not result["deleted"]:
-            raise HTTPException(404, f"none of these documents exist: {', '.join(result['not_found'])}")
-        return {"status": "deletion_completed",
-                "message": f"deleted {len(result['deleted'])} documents{request.unsupported()}",
-                "doc_id": ", ".join(result["deleted"]), **result}
-
-    # ---- graph -----------------------------------------------------------------------
-    @api.get("/graphs")
-    async def graphs(self, label: str = Query(..., min_length=1), max_depth: int = Query(3, ge=1, le=10),
-                     max_nodes: int = Query(1000, ge=1, le=10000)) -> dict[str, Any]:
-        """The subgraph around entity ``label`` (``*``: the best-connected entities)."""
-        return await self.workspace.subgraph.remote(label, max_depth, max_nodes)
-
-    @api.get("/graph/label/list")
-    async def labels(self) -> list[str]:
-        """All entity names."""
-        return await self.workspace.labels.remote()
-
-    @api.get("/health")
-    async def health(self, request: Request) -> dict[str, Any]:
-        """Liveness (no API key needed); with the key (or on a server without one) also the
-        graph version, counts, models and the node of the ingress replica that answered."""
-        if not has_key(dict(request.scope.get("headers") or []), _GUARD["api_key"]):
-            return {"status": "healthy"}
-        return {**await self.workspace.health.remote(), "served_by": self.node_id}
 
 
 class AppArgs(BaseModel):

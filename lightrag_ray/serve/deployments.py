@@ -167,7 +167,7 @@ class WorkspaceDeployment:
 
     async def _service(self):
         """Open the workspace on first use (needs the embedder's dimension)."""
-        from lightrag_ray.serve.workspace_service import WorkspaceService
+        from lightrag_ray.service.workspace_service import WorkspaceService
 
         async with self.ready:
             if self.service is None:
@@ -183,10 +183,6 @@ class WorkspaceDeployment:
         while True:
             track_id = await self.jobs.get()
             await asyncio.get_running_loop().run_in_executor(self.job_thread, self.service.run_job, track_id, BACKGROUND_NICENESS)
-
-    async def _call(self, method: str, *args: Any) -> Any:
-        service = await self._service()
-        return await asyncio.to_thread(getattr(service, method), *args)
 
     def __del__(self) -> None:
         """Serve's graceful shutdown of this replica: stop the (detached) shard actors and
@@ -207,54 +203,19 @@ class WorkspaceDeployment:
         """Stored rows by id from the Milvus (Lite) store this replica owns."""
         return await ThreadedVectorIndex((await self._service()).vectors).get(kind, ids, output_fields)
 
-    async def subgraph(self, label: str, max_depth: int, max_nodes: int):
-        return await self._call("subgraph", label, max_depth, max_nodes)
+    def __getattr__(self, name: str) -> Any:
+        """Every public method of the WorkspaceService, awaited in a worker thread
+        (``handle.delete.remote(doc_ids)``); a job it returns that waits to run is queued."""
+        from lightrag_ray.service.workspace_service import WorkspaceService
 
-    async def labels(self):
-        return await self._call("labels")
+        if name.startswith("_") or not callable(getattr(WorkspaceService, name, None)):
+            raise AttributeError(name)
 
-    def _queue(self, job: dict[str, Any] | None) -> dict[str, Any] | None:
-        """Run ``job`` in the background if it is waiting to run; returns it."""
-        if job is not None and job["status"] == "pending":
-            self.jobs.put_nowait(job["track_id"])
-        return job
+        async def call(*args: Any) -> Any:
+            result = await asyncio.to_thread(getattr(await self._service(), name), *args)
+            if name in WorkspaceService.QUEUEING and result is not None and result["status"] == "pending":
+                self.jobs.put_nowait(result["track_id"])
+            return result
 
-    async def submit(self, files: list[tuple[str, bytes]], prefix: str, as_text: bool = False) -> dict[str, Any]:
-        """Queue an insert job; returns it at once (status ``pending`` or ``duplicated``)."""
-        return self._queue(await self._call("submit", files, prefix, as_text))
-
-    async def scan(self, folder: str) -> dict[str, Any]:
-        """Queue the new files of ``folder`` as an insert job (WorkspaceService.scan)."""
-        return self._queue(await self._call("scan", folder))
-
-    async def reprocess_failed(self) -> dict[str, Any] | None:
-        """Queue the failed documents again as an insert job (WorkspaceService.reprocess_failed)."""
-        return self._queue(await self._call("reprocess_failed"))
-
-    async def cancel_all(self) -> list[str]:
-        return await self._call("cancel_all")
-
-    async def clear(self) -> dict[str, Any]:
-        return await self._call("clear")
-
-    async def clear_cache(self) -> int:
-        return await self._call("clear_cache")
-
-    async def track_status(self, track_id: str):
-        return await self._call("track_status", track_id)
-
-    async def cancel(self, track_id: str):
-        return await self._call("cancel", track_id)
-
-    async def documents(self):
-        return await self._call("documents")
-
-    async def delete(self, doc_ids: list[str]):
-        return await self._call("delete", doc_ids)
-
-    async def edit_graph(self, operation: str, *args: Any) -> Any:
-        """A manual graph edit (WorkspaceService.edit_graph)."""
-        return await self._call("edit_graph", operation, *args)
-
-    async def health(self):
-        return await self._call("health")
+        call.__name__ = name
+        return call

@@ -1,4 +1,4 @@
-"""ASGI guard in front of every route: API key and request body size."""
+"""ASGI middleware in front of every route: the guard (API key, request body size) and CORS."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import hmac
 import json
 from typing import Any, Awaitable, Callable
 
+from fastapi.middleware.cors import CORSMiddleware
 from starlette.exceptions import HTTPException
 
 Scope = dict[str, Any]
@@ -16,6 +17,7 @@ OPEN_PATHS = frozenset({"/health", "/docs", "/redoc", "/openapi.json",
                         "/auth-status", "/login",  # no key needed (these two hand out a guest token only)
                         "/", "/webui", "/ui/customization"})  # nor for the WebUI's files and texts
 OPEN_PREFIXES = ("/webui/",)
+DEFAULT_CORS_ORIGINS = ("*",)  # LightRAG Server's default (CORS_ORIGINS unset)
 
 
 def detail_body(_path: str, _status: int, message: str) -> dict[str, Any]:
@@ -97,3 +99,21 @@ class RequestGuard:
             return message
 
         await self.app(scope, counting_receive, send)
+
+
+class LazyCORS:
+    """CORS with LightRAG's policy for the origins the app is configured with, built on the
+    first request (the Serve replica sets its settings after this module is imported)."""
+
+    def __init__(self, app: Any, origins: Callable[[], list[str]]) -> None:
+        self.app = app
+        self.origins = origins
+        self.cors: CORSMiddleware | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.cors is None:
+            origins = list(self.origins())
+            # credentials only for an explicit origin list: "*" with credentials is not allowed by browsers
+            self.cors = CORSMiddleware(self.app, allow_origins=origins, allow_credentials=bool(origins) and "*" not in origins,
+                                       allow_methods=["*"], allow_headers=["*"], expose_headers=["X-New-Token"])
+        await self.cors(scope, receive, send)

@@ -30,9 +30,9 @@ from lightrag_ray.core.manual_edits import (
 )
 from lightrag_ray.core.names import entity_key, normalize_name
 from lightrag_ray.core.subgraph import entity_properties, relation_properties
-from lightrag_ray.index.local_stages import summarize_changed
+from lightrag_ray.index.stages.summarise import summarise_changed
 from lightrag_ray.models.embedding import Embedder
-from lightrag_ray.storage.graph_router import GraphRouter
+from lightrag_ray.storage.graph.writer import GraphRouter
 from lightrag_ray.storage.vectors import VectorWriter, write_graph_changes
 from lightrag_ray.storage.workspace import Workspace
 
@@ -65,7 +65,7 @@ class GraphEditor:
         with self.router.job():
             yield
             if self.settings is not None:
-                summarize_changed(self.settings, self.router)
+                summarise_changed(self.settings, self.router)
             write_graph_changes(self.vectors, self.embedder.embed, self.router.take_changes())
             self.router.commit(self.workspace)
 

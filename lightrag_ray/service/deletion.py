@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from lightrag_ray.config import Settings
-from lightrag_ray.index.local_stages import summarize_changed
+from lightrag_ray.index.stages.summarise import summarise_changed
 from lightrag_ray.models.embedding import Embedder
 from lightrag_ray.storage import doc_status
-from lightrag_ray.storage.graph_router import GraphRouter
+from lightrag_ray.storage.graph.writer import GraphRouter
 from lightrag_ray.storage.vectors import VectorWriter, write_graph_changes
 from lightrag_ray.storage.workspace import Workspace
 
@@ -31,7 +31,7 @@ def delete_documents(
     with router.job():  # readers see the graph without these documents once all of it is done
         router.remove_chunks(doomed)
         if settings is not None:
-            summarize_changed(settings, router)
+            summarise_changed(settings, router)
         changes = router.take_changes()
         write_graph_changes(vectors, embedder.embed, changes)
         vectors.delete("chunks", doomed)

@@ -1,0 +1,82 @@
+"""LightRAG Server's query routes: ``POST /query`` (an answer, or the context or prompt alone),
+``/query/stream`` (references, then the answer's pieces, as NDJSON) and ``/query/data``
+(retrieval only, in LightRAG's shape). Answers come from the engine's ``query`` and ``stream``."""
+
+# No `from __future__ import annotations`: FastAPI must see the real types of the route parameters.
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import StreamingResponse
+
+from lightrag_ray.models.llm import LLMError
+from lightrag_ray.serve.api_models import QueryRequest, lightrag_data, processing_info
+from lightrag_ray.serve.deployments import llm_failure
+from lightrag_ray.serve.routes.replica import ReplicaDep, need_llm
+
+router = APIRouter()
+
+
+@router.post("/query")
+async def query(request: QueryRequest, replica: ReplicaDep) -> dict[str, Any]:
+    """Answer a question (or, with only_need_context / only_need_prompt, return the context
+    text / the prompt); ``llm_generated`` says whether the LLM wrote the response."""
+    started = time.perf_counter()
+    generate = not (request.only_need_context or request.only_need_prompt)
+    if generate:
+        need_llm(replica)
+    result = await (await replica.engine()).query(request.query, request.param(), generate=generate)
+    if request.only_need_context:
+        response = result.context.text
+    elif request.only_need_prompt:
+        response = "\n\n".join(m["content"] for m in result.messages)
+    else:
+        response = result.answer
+    return {"response": response, "references": request.answer_references(result.context),
+            "response_time": round(time.perf_counter() - started, 3), "llm_generated": generate}
+
+
+@router.post("/query/stream")
+async def query_stream(request: QueryRequest, replica: ReplicaDep) -> StreamingResponse:
+    """The answer as newline-delimited JSON: references first, then response pieces; with
+    ``stream: false`` one line holding the whole answer and the references (LightRAG's)."""
+    need_llm(replica)
+    answer = (await replica.engine()).stream(request.query, request.param())
+    refs = request.answer_references((await answer.ready()).context)  # retrieval fails here, with its status
+
+    async def lines() -> AsyncIterator[str]:
+        try:
+            if request.stream is False:
+                yield json.dumps({"response": await answer.complete(), "llm_generated": True,
+                                  **({"references": refs} if refs is not None else {})}) + "\n"
+                return
+            if refs is not None:
+                yield json.dumps({"references": refs}) + "\n"
+            async for piece in answer:
+                yield json.dumps({"response": piece}) + "\n"
+        except LLMError as exc:
+            yield json.dumps({"error": llm_failure(exc)}) + "\n"
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+
+@router.post("/query/data")
+async def query_data(request: QueryRequest, replica: ReplicaDep) -> dict[str, Any]:
+    """Retrieval only, in LightRAG's shape: entities, relationships, chunks and per-file
+    references, no generation."""
+    started = time.perf_counter()
+    context, keywords, calls = await (await replica.engine()).retrieve(request.query, request.param())
+    ours = {"llm_calls": calls, "seconds": round(time.perf_counter() - started, 4),
+            "context_tokens_budget": request.max_total_tokens}
+    return {
+        "status": "success",
+        "message": "Query processed successfully",
+        "data": lightrag_data(context),
+        "metadata": {
+            "query_mode": request.mode,
+            "keywords": {"high_level": keywords.high, "low_level": keywords.low},
+            "processing_info": {**processing_info(context, request.mode), **ours},
+        },
+    }

@@ -1,0 +1,31 @@
+"""Indexing files into a workspace opened as its writer (the CLI's `index`, the Python API)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lightrag_ray.config import Settings
+from lightrag_ray.index.pipeline import IndexReport, IndexRun
+from lightrag_ray.index.progress import Progress, print_progress
+from lightrag_ray.service.opening import open_workspace
+from lightrag_ray.storage.graph.writer import GraphRouter
+
+
+def _writer_graph(settings: Settings, chunks: int) -> GraphRouter:
+    router = open_workspace(settings, "writer", chunks=chunks).router
+    assert router is not None  # a writer always has one
+    return router
+
+
+def index_paths(
+    paths: list[str], settings: Settings, progress: Progress | None = print_progress, **opened: Any
+) -> IndexReport:
+    """Index files or folders into ``settings.workspace`` (incremental and resumable).
+
+    ``opened`` may pass ``router=``, ``vectors=`` and ``embedding_pool=`` that the caller
+    keeps open, ``display_names=``, ``niceness=`` and ``stop=`` (see IndexRun). Without a
+    ``router`` the run opens the workspace as its writer once it has documents to index, and
+    stops the shard actors at its end.
+    """
+    opened.setdefault("open_graph", _writer_graph)
+    return IndexRun(settings, progress, **opened).run(paths)

@@ -1,0 +1,215 @@
+"""Insert jobs of a served workspace: files stored under ``inbox/<track_id>/``, one record
+per job under ``tracks/``, run one at a time by the indexing pipeline, so a job cut short by a
+restart is run again when the service comes back."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import re
+import threading
+import traceback
+import uuid
+from pathlib import PurePosixPath
+from typing import Any
+
+from lightrag_ray.config import Settings
+from lightrag_ray.core.errors import short_error
+from lightrag_ray.index.documents import parse_file
+from lightrag_ray.index.embedding_pool import EmbeddingPool
+from lightrag_ray.index.pipeline import IndexCancelled
+from lightrag_ray.service.indexing import index_paths
+from lightrag_ray.storage import doc_status
+from lightrag_ray.storage.graph.writer import GraphRouter
+from lightrag_ray.storage.vector_owner import VectorSink
+from lightrag_ray.storage.workspace import Workspace
+
+PENDING, PROCESSING, DUPLICATED, CANCELLED = "pending", "processing", "duplicated", "cancelled"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+LOG = logging.getLogger("ray.serve")  # the replica's log; job progress at most every few seconds
+
+
+class InsertRejected(ValueError):
+    """Nothing in the request can become a document; the message says why."""
+
+
+def inbox_name(number: int, name: str, suffix: str) -> str:
+    """The name under which the ``number``-th file of a job, given as ``name``, is stored:
+    unique in its folder, ASCII, no directories or dot names, ending in ``suffix`` (its type)."""
+    stem = _UNSAFE.sub("_", PurePosixPath(name.replace("\\", "/")).stem).strip("._")[:100]
+    return f"{number:04d}-{stem or 'document'}{_UNSAFE.sub('_', suffix)}"
+
+
+def now() -> str:
+    """The time, as job records store it."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def new_track_id(prefix: str) -> str:
+    """A new job's id: ``prefix``, the time, a random part."""
+    return f"{prefix}_{dt.datetime.now(dt.timezone.utc):%Y%m%d_%H%M%S}_{uuid.uuid4().hex[:8]}"
+
+
+class InsertJobs:
+    """The insert jobs of one workspace: queued by ``submit``, run one at a time by ``run_job``
+    (holding ``write_lock``) through the indexing pipeline with the workspace's open shards,
+    vector store and embedding workers."""
+
+    def __init__(self, settings: Settings, workspace: Workspace, graph: GraphRouter, sink: VectorSink) -> None:
+        self.settings = settings
+        self.workspace = workspace
+        self.graph = graph
+        self.sink = sink
+        self.embedding_pool: EmbeddingPool | None = None  # started by the first insert job, kept until close
+        self.write_lock = threading.Lock()
+        self.stop = threading.Event()  # set to cancel the running job
+        self.jobs: dict[str, dict[str, Any]] = {
+            job["track_id"]: job for job in map(json.loads, self._track_files())
+        }
+
+    def _track_files(self) -> list[bytes]:
+        files = self.workspace.list_files("tracks", suffix=".json")
+        return [self.workspace.fs.open_input_stream(p).read() for p in files]
+
+    def _save_job(self, job: dict[str, Any]) -> None:
+        job["updated"] = now()
+        self.jobs[job["track_id"]] = job
+        self.workspace.write_bytes(json.dumps(job).encode(), "tracks", f"{job['track_id']}.json")
+
+    def submit(self, files: list[tuple[str, bytes]], prefix: str = "insert", as_text: bool = False,
+               suffixes: list[str] | None = None) -> dict[str, Any]:
+        """Store ``(file name, bytes)`` in the workspace inbox and queue one insert job.
+
+        Documents keep the names given (URLs, any script) in their status and references;
+        the type comes from the name's suffix, or is plain text for every file if ``as_text``,
+        or is the file's entry in ``suffixes`` (one per file) when given.
+        Returns the job (``track_id``, ``doc_ids``, ``status``); ``status`` is
+        ``duplicated`` when every document is already processed (no job is queued).
+        Raises InsertRejected when no file holds a readable document.
+        """
+        track_id = new_track_id(prefix)
+        rows, errors = [], []
+        types = suffixes or [".txt" if as_text else PurePosixPath(name).suffix.lower() for name, _ in files]
+        stored = [inbox_name(number, name, suffix) for number, ((name, _), suffix) in enumerate(zip(files, types))]
+        for path, (name, data) in zip(stored, files):
+            for row in parse_file(path, data, name):
+                (errors if row["error"] else rows).append(row)
+        if not rows:
+            reasons = "; ".join(f"{e['file_path']}: {e['error']}" for e in errors) or "no files"
+            raise InsertRejected(f"nothing to index: {reasons}")
+        doc_ids = sorted({row["doc_id"] for row in rows})
+        known = doc_status.load(self.workspace)
+        job = {
+            "track_id": track_id, "status": PENDING, "doc_ids": doc_ids, "files": {},
+            "created": now(), "errors": [{"file_path": e["file_path"], "error": e["error"]} for e in errors],
+            "report": None,
+        }
+        if all(known.get(d, {}).get("status") == doc_status.PROCESSED for d in doc_ids):
+            self._save_job({**job, "status": DUPLICATED})
+            return self.jobs[track_id]
+        for path, (name, data) in zip(stored, files):
+            self.workspace.write_bytes(data, "inbox", track_id, path)
+            job["files"][path] = name
+        self._save_job(job)
+        return job
+
+    def unfinished_jobs(self) -> list[str]:
+        """Track ids of jobs not yet run to the end (queued, or cut short by a restart)."""
+        return sorted(t for t, job in self.jobs.items() if job["status"] in (PENDING, PROCESSING))
+
+    def run_job(self, track_id: str, niceness: int | None = None) -> dict[str, Any]:
+        """Index one job's inbox folder (blocking; one writer at a time); its Ray tasks
+        and actors run at ``niceness`` (None: Ray's default)."""
+        with self.write_lock:
+            job = self.jobs[track_id]
+            if job["status"] == CANCELLED:
+                return job
+            self.stop.clear()
+            self._save_job({**job, "status": PROCESSING})
+            try:
+                report = index_paths(
+                    [f"{self.workspace.uri}/inbox/{track_id}"], self.settings,
+                    progress=lambda message: LOG.info("%s: %s", track_id, message),
+                    router=self.graph, vectors=self.sink, embedding_pool=self._embedding_pool(niceness),
+                    display_names=job["files"], niceness=niceness, stop=self.stop,
+                )
+            except IndexCancelled:
+                job = {**self.jobs[track_id], "status": CANCELLED, "error": "cancelled while running: its "
+                       "documents are marked failed; insert them again to finish, or delete them"}
+            except Exception as exc:  # the job fails, the service stays up
+                job = {**self.jobs[track_id], "status": doc_status.FAILED, "error": self._job_error(track_id, exc)}
+            else:
+                status = doc_status.FAILED if report.docs_failed else doc_status.PROCESSED
+                job = {**self.jobs[track_id], "status": status, "report": report.to_dict()}
+            self._save_job(job)
+        return job
+
+    def _embedding_pool(self, niceness: int | None) -> EmbeddingPool:
+        """The insert jobs' embedding workers: started by the first job at its ``niceness`` and
+        kept for the service's lifetime, so the model loads once."""
+        if self.embedding_pool is None:
+            self.embedding_pool = EmbeddingPool(self.settings.embedding, niceness)
+        return self.embedding_pool
+
+    def _job_error(self, track_id: str, exc: Exception) -> str:
+        """One line for the job's status, paths relative to the workspace (clients do not see
+        the server's disk); the traceback goes to ``logs/<track_id>.log``."""
+        log = ("logs", f"{track_id}.log")
+        self.workspace.write_bytes("".join(traceback.format_exception(exc)).encode(), *log)
+        cause = short_error(exc).replace(f"{self.workspace.uri.rstrip('/')}/", "")
+        return f"the insert failed: {cause} (details in {'/'.join(log)} in the workspace)"
+
+    def cancel(self, track_id: str) -> dict[str, Any] | None:
+        """Cancel a job: a pending one never runs, a running one stops after its current
+        extraction batch. Returns the job (None for an unknown id)."""
+        job = self.jobs.get(track_id)
+        if job is not None and job["status"] == PENDING:
+            self._save_job({**job, "status": CANCELLED, "error": "cancelled before it ran"})
+        elif job is not None and job["status"] == PROCESSING:
+            self.stop.set()
+        return self.jobs.get(track_id)
+
+    def track_status(self, track_id: str) -> dict[str, Any] | None:
+        """The job and the status of each of its documents, or None for an unknown id."""
+        job = self.jobs.get(track_id)
+        if job is None:
+            return None
+        known = doc_status.load(self.workspace)
+        documents = []
+        for doc in job["doc_ids"]:
+            row = known.get(doc)
+            if row is None or job["status"] in (PENDING, PROCESSING):
+                row = {"doc_id": doc, "file_path": "", "status": job["status"], "error": "", "chunks": 0}
+            documents.append({**row, "track_id": track_id})
+        summary: dict[str, int] = {}
+        for d in documents:
+            summary[d["status"]] = summary.get(d["status"], 0) + 1
+        return {
+            "track_id": track_id, "job_status": job["status"], "documents": documents,
+            "total_count": len(documents), "status_summary": summary, "errors": job["errors"],
+            "error": job.get("error"), "queue_position": self.queue_position(track_id),
+        }
+
+    def queue_position(self, track_id: str) -> int | None:
+        """A pending job's place in the queue (1: it runs next), None when not pending. Jobs
+        run in the order they were submitted, which is the order of ``self.jobs``."""
+        if self.jobs[track_id]["status"] != PENDING:
+            return None
+        pending = [t for t, job in self.jobs.items() if job["status"] == PENDING]
+        return pending.index(track_id) + 1
+
+    def documents(self) -> dict[str, Any]:
+        """Documents grouped by status, with those of queued jobs as pending/processing."""
+        known = doc_status.load(self.workspace)
+        statuses: dict[str, list[dict[str, Any]]] = {}
+        for row in known.values():
+            statuses.setdefault(row["status"], []).append(row)
+        for job in self.jobs.values():
+            if job["status"] in (PENDING, PROCESSING):
+                for doc in job["doc_ids"]:
+                    if doc not in known or known[doc]["status"] != doc_status.PROCESSED:
+                        statuses.setdefault(job["status"], []).append(
+                            {"doc_id": doc, "file_path": "", "status": job["status"], "error": "",
+                             "chunks": 0, "updated": job["updated"], "track_id": job["track_id"]})
+        return {"statuses": statuses, "status_counts": {s: len(rows) for s, rows in statuses.items()}}

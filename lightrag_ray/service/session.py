@@ -1,0 +1,53 @@
+"""A workspace opened for queries in this process: its shards, Milvus, the embedder, the LLM."""
+
+from __future__ import annotations
+
+import asyncio
+
+from lightrag_ray.config import Settings
+from lightrag_ray.core.context import QueryContext
+from lightrag_ray.models.embedding import make_query_embedder
+from lightrag_ray.models.llm import make_llm_client
+from lightrag_ray.query.engine import QueryEngine, QueryParam, QueryResult
+from lightrag_ray.query.stores import ThreadedEmbedder, ThreadedVectorIndex
+from lightrag_ray.service.opening import open_workspace
+from lightrag_ray.storage import manifest as manifests
+
+
+class LocalSession:
+    """A QueryEngine over a workspace opened as a one-process ``session``
+    (service.opening), with everything it opened closed on exit."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.opened = open_workspace(settings, "session")  # fails at once on a workspace with no index
+        try:
+            self.embedder = make_query_embedder(settings.embedding)
+            manifests.check_embedding_dim(self.opened.manifest, self.embedder.dim, settings.embedding.model)
+        except BaseException:
+            self.opened.close()
+            raise
+        self.settings = self.opened.settings
+        self.graph = self.opened.router  # the writer's handle: the process owns the shard actors
+        self.vectors = self.opened.vectors
+        self.llm = make_llm_client(settings.llm) if settings.llm.backend != "none" else None
+        self.engine = QueryEngine(self.settings, ThreadedEmbedder(self.embedder), ThreadedVectorIndex(self.vectors),
+                                  self.opened.reader, self.llm)
+
+    def retrieve(self, question: str, param: QueryParam | None = None) -> QueryContext:
+        """The context for ``question`` (no generation), from synchronous code."""
+        context, _, _ = asyncio.run(self.engine.retrieve(question, param or QueryParam()))
+        return context
+
+    def query(self, question: str, param: QueryParam | None = None) -> QueryResult:
+        """Retrieve and generate an answer, from synchronous code."""
+        return asyncio.run(self.engine.query(question, param))
+
+    def __enter__(self) -> "LocalSession":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the shard actors and release the Milvus file."""
+        self.opened.close()

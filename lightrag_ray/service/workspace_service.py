@@ -1,0 +1,189 @@
+"""The writable side of a served workspace: its one writer.
+
+The graph shards must see one writer and a Milvus Lite file admits one process, so the Serve
+app keeps exactly one WorkspaceService (in its Workspace deployment). It opens the workspace as
+its writer (service.opening: detached shard actors that query replicas read directly, the
+Milvus store whose Lite lookups it answers), runs insert jobs (service.jobs), deletes
+documents or all of them, edits the graph, drops the LLM cache, retries failed documents and
+queues the new files of the input folder; every write holds the one write lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import PurePosixPath
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from lightrag_ray.config import Settings
+from lightrag_ray.index.documents import input_filesystem, list_input_files, parse_file, read_input
+from lightrag_ray.models.embedding import Embedder
+from lightrag_ray.ray_runtime import quiet_ray_data
+from lightrag_ray.service import status
+from lightrag_ray.service.deletion import delete_documents
+from lightrag_ray.service.graph_edits import GraphEditor
+from lightrag_ray.service.jobs import PROCESSING, InsertJobs, new_track_id, now
+from lightrag_ray.service.opening import open_workspace
+from lightrag_ray.storage import doc_status, extraction_cache
+
+
+class WriteBusy(RuntimeError):
+    """A write that cannot start now: an insert job holds the workspace."""
+
+    def __init__(self, message: str, track_id: str = "") -> None:
+        super().__init__(message)
+        self.track_id = track_id
+
+
+class WorkspaceService(InsertJobs):
+    """Insert jobs, deletion, graph edits, document management and status over one workspace."""
+
+    QUEUEING = ("submit", "scan", "reprocess_failed")  # they return a job the caller must have run
+
+    def __init__(self, settings: Settings, embedder: Embedder) -> None:
+        self.opened = open_workspace(settings, "writer", keep_alive=True, embedding_dim=embedder.dim)
+        assert self.opened.router is not None and self.opened.sink is not None  # a writer given a dimension
+        super().__init__(self.opened.settings, self.opened.workspace, self.opened.router, self.opened.sink)
+        self.vectors = self.opened.vectors  # deletes and graph edits write, and Lite lookups read, through it
+        self.embedder = embedder  # deletes and graph edits; insert jobs embed with ``embedding_pool``
+        quiet_ray_data(not settings.ray.verbose)  # job progress goes to LOG, not Ray Data's bars
+
+    @contextlib.contextmanager
+    def _exclusive(self, action: str, idle: bool = False) -> Iterator[None]:
+        """Hold the write lock for ``action`` ("delete", ...); raises WriteBusy at once while an
+        insert job runs, or with ``idle`` also while one is queued."""
+        if not self.write_lock.acquire(blocking=False):
+            running = next((t for t, job in self.jobs.items() if job["status"] == PROCESSING), "")
+            raise WriteBusy(f"an insert job is running ({running}); {action} again once it has finished "
+                            f"(GET /documents/track_status/{running})", running)
+        try:
+            queued = self.unfinished_jobs() if idle else []
+            if queued:
+                raise WriteBusy(f"{len(queued)} insert job(s) queued ({', '.join(queued)}); {action} again once they "
+                                f"have run, or cancel them (POST /documents/cancel_pipeline)", queued[0])
+            yield
+        finally:
+            self.write_lock.release()
+
+    def delete(self, doc_ids: list[str]) -> dict[str, Any]:
+        """Delete documents; only the entities and relations they touched are re-derived.
+        Raises WriteBusy at once while an insert job holds the workspace."""
+        with self._exclusive("delete"):
+            return delete_documents(self.workspace, self.graph, self.vectors, self.embedder, doc_ids, self.settings)
+
+    # ---- LightRAG's document management: clear, cache, reprocess, cancel all, scan ---------
+    def clear(self) -> dict[str, Any]:
+        """Delete every document (status, chunks, graph, vectors) and the inbox copies; the
+        extraction cache and job records stay. Returns the deletion's counts and ``files``
+        (inbox files removed). Raises WriteBusy while an insert job runs or is queued."""
+        with self._exclusive("clear the documents", idle=True):
+            result = delete_documents(self.workspace, self.graph, self.vectors, self.embedder,
+                                      sorted(doc_status.load(self.workspace)))
+            inbox = self.workspace.path("inbox")
+            listed = self.workspace.fs.get_file_info(pafs.FileSelector(inbox, recursive=True, allow_not_found=True))
+            self.workspace.fs.delete_dir_contents(inbox, missing_dir_ok=True)
+        return {**result, "files": sum(1 for info in listed if info.type == pafs.FileType.File)}
+
+    def clear_cache(self) -> int:
+        """Drop the LLM cache (cached chunk extractions); returns how many there were.
+        Raises WriteBusy while an insert job runs (it writes the cache)."""
+        with self._exclusive("clear the cache"):
+            return extraction_cache.clear(self.workspace)
+
+    def reprocess_failed(self) -> dict[str, Any] | None:
+        """Queue the failed documents again as one insert job, from the inbox copies of the
+        jobs that brought them. Returns the job with ``missing``: failed documents without a
+        copy to retry (unreadable files); None when no failed document has one."""
+        failed = {d for d, row in doc_status.load(self.workspace).items() if row["status"] == doc_status.FAILED}
+        found: set[str] = set()
+        picked: list[tuple[str, bytes, str]] = []
+        for job in list(self.jobs.values()):  # any copy will do: a doc id is its text's hash
+            wanted = failed.intersection(job["doc_ids"]) - found
+            for stored, name in job["files"].items() if wanted else ():
+                data = self.workspace.read_bytes("inbox", job["track_id"], stored) or b""  # gone after a clear
+                ids = {row["doc_id"] for row in parse_file(stored, data, name) if not row["error"]} & wanted
+                if ids:
+                    found |= ids
+                    picked.append((name, data, PurePosixPath(stored).suffix))
+        if not picked:
+            return None
+        job = self.submit([(name, data) for name, data, _ in picked], "reprocess", suffixes=[s for *_, s in picked])
+        return {**job, "missing": len(failed - found)}
+
+    def cancel_all(self) -> list[str]:
+        """Cancel every queued or running insert job; returns their track ids."""
+        unfinished = self.unfinished_jobs()
+        for track_id in unfinished:
+            self.cancel(track_id)
+        return unfinished
+
+    def scan(self, folder: str) -> dict[str, Any]:
+        """Queue the files of ``folder`` (created if missing) that hold documents not yet
+        processed as one insert job, named by their path in the folder. A file that cannot
+        become a document is recorded as a failed document with its error; files whose
+        documents are all known are skipped. Returns the job (``processed`` or ``failed`` when
+        nothing was queued) with ``scan``: the files ``queued`` and ``skipped``, the documents
+        newly ``failed``.
+        Raises WriteBusy while an insert job runs or is queued."""
+        folder = folder.rstrip("/")
+        with self._exclusive("scan", idle=True):
+            fs, inner = input_filesystem(folder)
+            fs.create_dir(inner, recursive=True)
+            found = list_input_files([folder], exclude=self.settings.workspace)
+            known = doc_status.load(self.workspace)
+            new: list[tuple[str, bytes]] = []
+            failures: list[dict[str, Any]] = []
+            skipped = 0
+            for path in sorted(found.files + [e["file_path"] for e in found.errors]):
+                name = path[len(folder):].lstrip("/")
+                data = read_input(path) if path in found.files else b""  # an unsupported type is not read
+                rows = parse_file(path, data, name)
+                status = [known.get(row["doc_id"], {}).get("status") for row in rows]
+                unread = [row for row, seen in zip(rows, status) if row["error"] and seen != doc_status.FAILED]
+                failures += [{**{k: row[k] for k in ("doc_id", "file_path", "error")}, "status": doc_status.FAILED,
+                              "chunks": 0} for row in unread]
+                if any(not row["error"] and seen != doc_status.PROCESSED for row, seen in zip(rows, status)):
+                    new.append((name, data))
+                elif not unread:
+                    skipped += 1
+            if failures:
+                doc_status.update(self.workspace, failures)
+            errors = [{"file_path": f["file_path"], "error": f["error"]} for f in failures]
+            job = self.submit(new, "scan") if new else {
+                "track_id": new_track_id("scan"), "doc_ids": sorted(f["doc_id"] for f in failures), "files": {},
+                "status": doc_status.FAILED if failures else doc_status.PROCESSED, "created": now(), "errors": [],
+                "report": None}
+            self._save_job({**job, "errors": list({e["file_path"]: e for e in job["errors"] + errors}.values())})
+        counts = {"queued": len(new), "skipped": skipped, "failed": len(failures)}
+        return {**self.jobs[job["track_id"]], "scan": counts}
+
+    # ---- manual graph edits (LightRAG's graph-editing routes) ---------------------------
+    def edit_graph(self, operation: str, *args: Any) -> Any:
+        """Run one GraphEditor operation (``edit_entity``, ``merge_entities``, ...) as a write;
+        raises WriteBusy at once while an insert job runs, GraphEditError for a refused edit."""
+        with self._exclusive("edit the graph"):
+            return getattr(GraphEditor(self.workspace, self.graph, self.vectors, self.embedder, self.settings), operation)(*args)
+
+    def health(self) -> dict[str, Any]:
+        """Graph version, counts, models and whether a write is running."""
+        found = status.counts(self.workspace)
+        return {
+            "status": "healthy",
+            "workspace": self.settings.workspace,
+            **{key: found[key] for key in ("graph_version", "documents", "entities", "relations")},
+            "shards": self.settings.graph.num_shards,
+            "pipeline_busy": self.write_lock.locked(),
+            "queued_jobs": len(self.unfinished_jobs()),
+            "embedding_model": f"{self.settings.embedding.backend}:{self.settings.embedding.model}",
+            "embedding_dim": self.embedder.dim,
+            "llm_model": None if self.settings.llm.backend == "none" else self.settings.llm.model,
+            "extraction_mode": self.settings.extraction.mode,
+        }
+
+    def close(self) -> None:
+        """Stop the shard actors and the embedding workers, and release Milvus."""
+        if self.embedding_pool is not None:
+            self.embedding_pool.close()
+        self.opened.close()
