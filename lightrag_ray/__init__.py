@@ -11,8 +11,8 @@ The public API, loaded on first use so that importing a pure-logic module (e.g.
         context = session.retrieve("Who founded Acme?", QueryParam(mode="local"))
 
 Layers (imports only point down; ``tests/test_layers.py`` keeps it so): ``config`` <
-``core`` < ``models`` / ``ray_runtime`` < ``storage`` < ``index`` / ``query`` < ``serve``
-< ``cli``.
+``core`` < ``models`` / ``ray_runtime`` < ``storage`` < ``index`` / ``query`` < ``service``
+< ``serve`` < ``cli``.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from typing import Any
 _PUBLIC = {
     "Settings": "lightrag_ray.config",
     "load_settings": "lightrag_ray.config",
-    "index_paths": "lightrag_ray.index.pipeline",
+    "index_paths": "lightrag_ray.service.indexing",
     "IndexReport": "lightrag_ray.index.pipeline",
-    "LocalSession": "lightrag_ray.query.session",
+    "LocalSession": "lightrag_ray.service.session",
     "QueryEngine": "lightrag_ray.query.engine",
-    "QueryParam": "lightrag_ray.query.engine",
+    "QueryParam": "lightrag_ray.query.params",
     "QueryResult": "lightrag_ray.query.engine",
     "QueryContext": "lightrag_ray.core.context",
 }

@@ -7,14 +7,17 @@ double underscore, e.g. ``LIGHTRAG_RAY__LLM__BASE_URL=http://127.0.0.1:8000/v1``
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 ENV_PREFIX = "LIGHTRAG_RAY__"
+ITEMS_PER_CHUNK = 32  # entities and relations a chunk adds to a graph (fast mode on English prose: 31.9)
+MIN_AUTO_SHARDS = 2
 
 
 class _Section(BaseModel):
@@ -102,7 +105,18 @@ class EmbeddingConfig(_Section):
 class GraphConfig(_Section):
     """Sharded knowledge graph and LightRAG's merge rules."""
 
-    num_shards: int = Field(2, gt=0, description="Graph shard actors (fixed per workspace).")
+    def shards_for(self, chunks: int) -> int:
+        """The shard count of a new workspace whose first run holds ``chunks`` chunks."""
+        if self.num_shards != "auto":
+            return self.num_shards
+        return max(MIN_AUTO_SHARDS, math.ceil(chunks * ITEMS_PER_CHUNK / self.items_per_shard))
+
+    num_shards: Annotated[int, Field(gt=0)] | Literal["auto"] = Field(
+        "auto", description="Graph shard actors: a number, or auto: for a new workspace, the first index run's "
+        f"chunks times {ITEMS_PER_CHUNK} (the graph items a chunk adds) over items_per_shard, at least "
+        f"{MIN_AUTO_SHARDS}. Fixed per workspace; `lightrag-ray reshard` changes it.")
+    items_per_shard: int = Field(250_000, gt=0, description="Graph items (entities and relations) per shard that "
+                                 "num_shards auto aims at (a shard holds about 1 KiB per item).")
     replicas: int = Field(1, gt=0, description="Copies of each shard: queries spread over them, every write reaches all.")
     num_cpus: float = Field(0.1, gt=0, description="CPUs per shard actor (each replica).")
     read_timeout_s: float = Field(

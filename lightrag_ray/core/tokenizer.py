@@ -49,3 +49,8 @@ def get_encoding(name: str = "cl100k_base") -> tiktoken.Encoding:
 def count_tokens(text: str, encoding: str = "cl100k_base") -> int:
     """Number of tokens of ``text``."""
     return len(get_encoding(encoding).encode(text, disallowed_special=()))
+
+
+def message_tokens(messages: list[dict[str, str]], encoding: str = "cl100k_base") -> int:
+    """Tokens of the messages' contents (an LLM call's prompt, as the chat APIs count it)."""
+    return sum(count_tokens(m["content"], encoding) for m in messages)

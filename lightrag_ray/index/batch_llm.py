@@ -2,7 +2,7 @@
 ``vllm`` and ``openai-batch``; see ``models/llm_processor.py``).
 
 Same prompts, parsing, failure rule, cache rows and output rows as the actor stages of
-``llm_stages.py``; only the LLM call is a Ray Data stage. Extraction is one pass over the
+``index/stages/extract.py``; only the LLM call is a Ray Data stage. Extraction is one pass over the
 chunks the cache lacks; each gleaning round is another pass over only the chunks whose
 last answer added records; summaries take one pass per map-reduce level. A chunk's row
 reaches the caller (and the extraction cache, before) from the last pass it needs, batch by
@@ -26,7 +26,7 @@ from lightrag_ray.config import ExtractionConfig, Settings
 from lightrag_ray.core import prompts
 from lightrag_ray.core.parsing import parse_extraction
 from lightrag_ray.core.records import Extraction
-from lightrag_ray.index.llm_stages import extraction_result
+from lightrag_ray.index.stages.extract import extraction_result
 from lightrag_ray.index.summaries import level_messages, summary_limits
 from lightrag_ray.models.llm import LLMError
 from lightrag_ray.models.llm_processor import TOKENS_COLUMN, build_llm_processor

@@ -21,19 +21,36 @@ import ray
 from lightrag_ray.config import EmbeddingConfig
 from lightrag_ray.models.embedding import make_embedder
 from lightrag_ray.ray_runtime import niceness_options
+from lightrag_ray.storage.vector_owner import VectorSink
+from lightrag_ray.storage.vectors import VectorWriter, vector_rows
 
 Item = dict[str, Any]  # kind, id, text, meta (JSON)
 
 
 @ray.remote
 class EmbedWorker:
-    """One embedding model in one actor."""
+    """One embedding model in one actor; it stores what it embeds itself (``embed_and_store``),
+    so vectors never pass through the caller."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.embedder = make_embedder(EmbeddingConfig.model_validate(config))
+        self.writers: dict[VectorSink, VectorWriter] = {}
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return self.embedder.embed(texts)
+
+    def embed_and_store(self, items: list[Item], sink: VectorSink) -> int:
+        """Embed ``items`` (kind, id, text, meta) and upsert their vectors into ``sink``;
+        returns how many were stored."""
+        if not items:
+            return 0
+        vectors = self.embedder.embed([str(item["text"]) for item in items])
+        writer = self.writers.get(sink)
+        if writer is None:
+            writer = self.writers[sink] = sink.open()
+        for kind, rows in vector_rows(items, list(vectors)).items():
+            writer.upsert(kind, rows)
+        return len(items)
 
 
 class EmbeddingPool:

@@ -1,58 +1,50 @@
-"""The indexing pipeline: files -> chunks -> extraction -> sharded graph -> Milvus.
+"""The indexing run: files -> chunks -> extraction -> sharded graph -> Milvus, as a list of
+stages (index.stages) run by one executor chosen per run (index.executors).
 
-Ray Data reads, chunks and extracts (LLM actor pool), embedding actors embed; a small
-run does the first three in this process instead (``local_stages``). The driver streams extraction results into the graph shards as they arrive, so the
-LLM and the merge overlap. Every step is idempotent and keyed by content, so a run
-that died is simply run again: processed documents are skipped and extracted chunks
-come from the cache (``extractions/``) instead of the LLM.
+The driver plans and counts; rows travel between workers. Pass 1 reads and chunks the
+documents into the run's chunk table; pass 2 streams those chunks through embedding,
+extraction and the merge into the graph shards; the shards' changes are then summarised,
+embedded and alias-linked by tasks that read the shards directly, and the run commits. Every
+step is idempotent and keyed by content, so a run that died is simply run again: processed
+documents are skipped and extracted chunks come from the cache (``extractions/``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
-import sys
+import json
 import threading
 import time
-from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import ray
-
 from lightrag_ray.config import Settings
-from lightrag_ray.core.chunking import chunk_text
-from lightrag_ray.core.records import EntityRecord, RelationRecord
-from lightrag_ray.index import local_stages
-from lightrag_ray.index.aliases import link_aliases
-from lightrag_ray.index.batch_llm import ProcessorRuns
-from lightrag_ray.index.documents import list_input_files, parse_file
-from lightrag_ray.index.embedding_pool import EmbeddingPool, Item
-from lightrag_ray.index.fast_stage import extraction_stage_class
-from lightrag_ray.index.llm_stages import SummarizeItems
-from lightrag_ray.index.progress import Progress, StageProgress
-from lightrag_ray.models.llm_processor import require_vllm, uses_processor
-from lightrag_ray.ray_runtime import actor_pool, ensure_ray, niceness_options
-from lightrag_ray.storage import doc_status, extraction_cache
+from lightrag_ray.index import executors
+from lightrag_ray.index.documents import list_input_files
+from lightrag_ray.index.embedding_pool import EmbeddingPool
+from lightrag_ray.index.progress import Progress, StageProgress, print_progress
+from lightrag_ray.index.stages.aliases import link_aliases, link_aliases_across
+from lightrag_ray.index.stages.commit import commit_graph, finish_documents
+from lightrag_ray.index.stages.embed import embed_graph_changes
+from lightrag_ray.models.llm_processor import require_vllm
+from lightrag_ray.ray_runtime import ensure_ray, niceness_options
+from lightrag_ray.storage import extraction_cache
 from lightrag_ray.storage import manifest as manifests
-from lightrag_ray.storage.graph_router import GraphRouter
-from lightrag_ray.storage.vector_owner import ActorVectorWriter, VectorStoreActor
-from lightrag_ray.storage.vectors import (
-    VectorWriter,
-    chunk_vector_item,
-    delete_graph_vectors,
-    graph_vector_items,
-    is_server_uri,
-    open_store,
-    vector_rows,
-)
+from lightrag_ray.storage.graph.writer import GraphRouter
+from lightrag_ray.storage.run_files import RunFiles, new_run_id, remove_stale_runs
+from lightrag_ray.storage.vector_owner import VectorSink, open_vector_sink
+from lightrag_ray.storage.vectors import VectorWriter, is_server_uri
 from lightrag_ray.storage.workspace import Workspace
 
+CANCELLED = "cancelled on request"
+# Vectors past which a run on Milvus Lite spends about as long indexing them alone (at close)
+# as embedding them, and more the larger it is (docs/configuration.md): say so.
+LITE_ADVICE_VECTORS = 50_000
 
-def print_progress(message: str) -> None:
-    """Default progress sink: one line per step on stderr."""
-    print(f"[lightrag-ray] {message}", file=sys.stderr, flush=True)
+
+class IndexCancelled(RuntimeError):
+    """The run was stopped through its ``stop`` event; its documents are marked failed."""
 
 
 @dataclass
@@ -71,54 +63,24 @@ class IndexReport:
     llm_tokens: int = 0  # generated tokens, as ray.data.llm processors report them (0 for other backends)
     records_dropped: int = 0
     summaries: int = 0
-    alias_links: int = 0  # alias link ends made or removed by the alias pass (index.aliases)
+    alias_links: int = 0  # alias link ends made or removed by the alias pass (index.stages.aliases)
     vectors_upserted: int = 0
     entities: int = 0
     relations: int = 0
     graph_version: int = 0
     seconds: float = 0.0
-    stages: str = ""  # where reading, chunking, extraction and summaries ran: "driver" (a small run) or "ray-data"
-    errors: list[dict[str, str]] = field(default_factory=list)
+    stages: str = ""  # where the batch stages ran: "driver" (a small run) or "ray-data"
+    stage_seconds: dict[str, float] = field(default_factory=dict)  # wall time of each step of the run
+    errors: list[dict[str, str]] = field(default_factory=list)  # the first of them (index.stages.commit)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-
-def _read_documents(files: list[str], task_args: dict[str, Any], display_names: dict[str, str]) -> ray.data.Dataset:
-    """Document rows of ``files``; a file whose name is in ``display_names`` is recorded
-    (status, chunks, references) under the name given there instead of its path."""
-    ds = ray.data.read_binary_files(files, include_paths=True, **task_args)
-
-    def parse(row: dict[str, Any]) -> list[dict[str, Any]]:
-        path = row["path"]
-        return parse_file(path, row["bytes"], display_names.get(path.rsplit("/", 1)[-1]))
-
-    return ds.flat_map(parse, **task_args).materialize()
-
-
-def _blocks_of(rows: list[dict[str, Any]], rows_per_block: int) -> ray.data.Dataset:
-    """``rows`` as blocks of ``rows_per_block`` rows, put by this process: they live in this
-    node's object store (the head's, under a RayJob), so losing a worker node loses none of
-    them, and no task has to build them (``from_pandas`` starts one-CPU tasks a busy
-    cluster may never have free)."""
-    return ray.data.from_items(rows, override_num_blocks=max(1, math.ceil(len(rows) / rows_per_block)))
-
-
-def _records(rows: list[dict[str, Any]]) -> tuple[list[EntityRecord], list[RelationRecord]]:
-    entities: list[EntityRecord] = []
-    relations: list[RelationRecord] = []
-    for row in rows:
-        result = extraction_cache.from_row(row)
-        entities.extend(result.entities)
-        relations.extend(result.relations)
-    return entities, relations
-
-
-CANCELLED = "cancelled on request"
-
-
-class IndexCancelled(RuntimeError):
-    """The run was stopped through its ``stop`` event; its documents are marked failed."""
+    def add(self, counts: dict[str, Any]) -> None:
+        """Add a count row's numbers to the fields of the same name."""
+        for key, value in counts.items():
+            if key in self.__dataclass_fields__ and isinstance(value, (int, float)) and not isinstance(value, bool):
+                setattr(self, key, getattr(self, key) + value)
 
 
 class IndexRun:
@@ -126,11 +88,14 @@ class IndexRun:
 
     def __init__(
         self, settings: Settings, progress: Progress | None = print_progress,
-        router: GraphRouter | None = None, vectors: VectorWriter | None = None,
+        router: GraphRouter | None = None, vectors: VectorSink | None = None,
         display_names: dict[str, str] | None = None, niceness: int | None = None, stop: threading.Event | None = None,
-        embedding_pool: EmbeddingPool | None = None,
+        embedding_pool: EmbeddingPool | None = None, open_graph: Callable[[Settings, int], GraphRouter] | None = None,
     ) -> None:
-        """``router``/``vectors``: reuse open ones (the Serve app) instead of opening them;
+        """``router``/``vectors``: the shards and the vector store a caller keeps open (the Serve
+        app); ``open_graph(settings, chunks)``: opens the workspace's shards when the run has
+        ``chunks`` to index and no ``router`` was given (service.indexing passes its writer's; the
+        run closes it);
         ``embedding_pool``: an open pool (model loaded) that the run leases and leaves open
         (None: the run starts its own and closes it);
         ``display_names``: file name -> name to record instead of the file's path;
@@ -139,277 +104,58 @@ class IndexRun:
         the run stops after the current extraction batch (IndexCancelled)."""
         require_vllm(settings.llm)  # before any work: one clear line when vLLM is missing
         self.settings = settings
+        self.router = router
+        self.open_graph = open_graph
+        self.vectors = vectors
+        self.embedding_pool = embedding_pool
         self.display_names = display_names or {}
         self.niceness = niceness
         self.stop = stop
-        self.background = niceness_options(niceness)
-        self.task_args = {"num_cpus": settings.ray.task_cpus, **self.background}
-        self.router = router
-        self.vectors = vectors
-        self.embedding_pool = embedding_pool
-        self.writer: VectorWriter | None = None
-        self._write_lock = threading.Lock()
-        self._embed_error: BaseException | None = None
         self.say = progress or (lambda _message: None)
         self.report = IndexReport()
         self.workspace = Workspace(settings.workspace)
         self.manifest = manifests.open_for(self.workspace, manifests.settings_manifest(settings))
-        self.processors = ProcessorRuns(settings, self.workspace, self.task_args) if uses_processor(settings.llm) else None
-        self.settings_dict = settings.model_dump()
-        self.local = False  # stages in this process (local_stages), decided per run by its input size
-
-    # ---- stages ---------------------------------------------------------------------
-    def _select_documents(self, docs: ray.data.Dataset | list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        """Documents to index now (new or not yet processed); records per-file errors."""
-        known = doc_status.load(self.workspace)
-        todo: dict[str, dict[str, Any]] = {}
-        failures = []
-        rows = docs if isinstance(docs, list) else docs.select_columns(["doc_id", "file_path", "error"],
-                                                                       **self.task_args).iter_rows()
-        for row in rows:
-            if row["error"]:
-                failures.append({"doc_id": row["doc_id"], "file_path": row["file_path"], "status": doc_status.FAILED,
-                                 "error": row["error"], "chunks": 0})
-                self.report.errors.append({"file_path": row["file_path"], "error": row["error"]})
-            elif known.get(row["doc_id"], {}).get("status") == doc_status.PROCESSED or row["doc_id"] in todo:
-                self.report.docs_skipped += 1
-            else:
-                todo[row["doc_id"]] = row
-        if failures:
-            doc_status.update(self.workspace, failures)
-        self.report.docs_failed += len(failures)
-        return todo
-
-    def _chunk(self, docs: ray.data.Dataset | list[dict[str, Any]], todo: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-        """This run's chunk rows, held by the driver, which also writes the chunks table.
-
-        Four later steps read them (extraction input, chunk embedding, cached ids, chunks
-        per document); the driver needs every row's text for the first two anyway, so it
-        pulls them once instead of re-reading materialized blocks each time. That also keeps
-        them safe from a lost worker node: materialized blocks live in the object store of
-        the worker that cut them, and Ray Data cannot always rebuild them from lineage.
-        """
-        chunking = self.settings.chunking
-        wanted = {doc: row["file_path"] for doc, row in todo.items()}
-
-        def chunk(row: dict[str, Any]) -> list[dict[str, Any]]:
-            if wanted.get(row["doc_id"]) != row["file_path"]:
-                return []
-            return chunk_text(
-                row["doc_id"], row["text"], chunk_tokens=chunking.chunk_tokens,
-                overlap_tokens=chunking.overlap_tokens, encoding=chunking.encoding, file_path=row["file_path"],
-            )
-
-        if isinstance(docs, list):
-            rows = local_stages.chunk_documents(docs, chunk)
-        else:
-            rows = docs.flat_map(chunk, **self.task_args).take_all()
-        self.workspace.append_rows(rows, "chunks")
-        return rows
-
-    def _extract(self, chunks: list[dict[str, Any]], router: GraphRouter) -> dict[str, list[str]]:
-        """Merge cached extractions, extract the rest; returns errors per doc."""
-        fingerprint = extraction_cache.extraction_fingerprint(self.settings)
-        cache = extraction_cache.load_cache(self.workspace, fingerprint)
-        ids = [row["chunk_id"] for row in chunks]
-        cached = [cache[c] for c in ids if c in cache]
-        self.report.chunks_cached = len(cached)
-        for start in range(0, len(cached), 500):
-            router.apply(*_records(cached[start : start + 500]))
-        missing = set(ids) - cache.keys()
-        errors: dict[str, list[str]] = defaultdict(list)
-        if not missing:
-            return errors
-        self.say(f"extracting {len(missing)} chunks ({len(cached)} from cache)")
-        progress = StageProgress(self.say, "extracting", len(missing), "chunks")
-        for rows in self._extraction_batches([row for row in chunks if row["chunk_id"] in missing]):
-            for row in rows:
-                self.report.llm_requests += int(row["requests"])
-                if row["error"]:
-                    errors[row["doc_id"]].append(row["error"])
-                    self.report.chunks_failed += 1
-            good = [row for row in rows if not row["error"]]
-            self.report.chunks_extracted += len(good)
-            self.report.records_dropped += sum(int(row["dropped"]) for row in good)
-            router.apply(*_records(good))
-            progress.advance(len(rows))
-            self._check_stop()
-        return errors
-
-    def _check_stop(self) -> None:
-        if self.stop is not None and self.stop.is_set():
-            raise IndexCancelled(CANCELLED)
-
-    def _extraction_batches(self, todo: list[dict[str, Any]]) -> Iterable[list[dict[str, Any]]]:
-        """Extraction rows (cache columns + error) of the chunks ``todo``, batch by batch as
-        they come: from a ray.data.llm processor (backends vllm, openai-batch) or actors."""
-        if self.processors is not None and self.settings.extraction.mode == "llm":
-            yield from self.processors.extract(todo)
-            return
-        if self.local:
-            yield from local_stages.extract(self.settings, todo)
-            return
-        ex, llm = self.settings.extraction, self.settings.llm
-        # One block per LLM batch: a block holding several batches is worked through by one
-        # actor while the others idle (summaries are cut the same way).
-        extracted = _blocks_of(todo, llm.max_concurrency).map_batches(
-            extraction_stage_class(self.settings),
-            fn_constructor_kwargs={"settings": self.settings_dict},
-            batch_size=llm.max_concurrency,
-            **actor_pool(ex.actors, ex.num_cpus, ex.num_gpus), **self.background,
-        )
-        for batch in extracted.iter_batches(batch_size=None, batch_format="pandas"):
-            yield batch.to_dict("records")
-
-    def _summarize(self, router: GraphRouter) -> None:
-        graph = self.settings.graph
-        todo = router.pending_summaries(graph.summary_max_fragments, graph.summary_max_tokens)
-        if not todo or self.settings.llm.backend == "none":
-            return
-        self.say(f"summarising {len(todo)} long descriptions")
-        ex = self.settings.extraction
-        if self.processors is not None:
-            results = self.processors.summarize(todo)
-        elif self.local:
-            results = local_stages.summarize(self.settings, todo)
-        else:
-            results = _blocks_of(todo, self.settings.llm.max_concurrency).map_batches(
-                SummarizeItems,
-                fn_constructor_kwargs={"settings": self.settings_dict},
-                batch_size=self.settings.llm.max_concurrency,
-                **actor_pool(ex.actors, ex.num_cpus, ex.num_gpus), **self.background,
-            ).take_all()
-        summaries = {row["hash"]: row["summary"] for row in results if not row["error"]}
-        failed = len(results) - len(summaries)
-        if failed:
-            self.say(f"{failed} summaries failed; their descriptions stay unsummarised")
-        self.report.summaries = len(summaries)
-        router.add_summaries(summaries)
-
-    def _embed_in_background(self, pool: EmbeddingPool, chunks: list[dict[str, Any]]) -> threading.Thread:
-        """Embed and store the chunk vectors while the LLM extracts (errors surface in ``_embed``)."""
-
-        def batches() -> Iterable[list[Item]]:
-            for start in range(0, len(chunks), pool.batch_size):
-                yield [chunk_vector_item(row) for row in chunks[start : start + pool.batch_size]]
-
-        def work() -> None:
-            try:
-                self._embed_items(pool, batches(), StageProgress(self.say, "embedding chunks", len(chunks), "chunks"))
-            except BaseException as error:  # noqa: BLE001 - re-raised by the main thread
-                self._embed_error = error
-
-        thread = threading.Thread(target=work, name="embed-chunks", daemon=True)
-        thread.start()
-        return thread
-
-    def _embed_items(self, pool: EmbeddingPool, batches: Iterable[list[Item]], progress: StageProgress) -> None:
-        """Embed ``batches`` (a bounded number in flight) and upsert their vectors."""
-        for batch in batches:
-            pool.submit(batch)
-            for items, vectors in pool.completed(leave=pool.max_in_flight):
-                self._write_vectors(items, vectors)
-                progress.advance(len(items))
-        for items, vectors in pool.completed():
-            self._write_vectors(items, vectors)
-            progress.advance(len(items))
-
-    def _write_vectors(self, items: list[Item], vectors: Any) -> None:
-        """Upsert vectors (from the chunk thread or the main one: one at a time)."""
-        with self._write_lock:
-            if self.writer is None:
-                self.writer = self._vector_writer(int(vectors.shape[1]))
-            else:  # opened early for the recorded dimension: the model must still give it
-                manifests.check_embedding_dim(self.manifest, int(vectors.shape[1]), self.settings.embedding.model)
-            for kind, kind_rows in vector_rows(items, list(vectors)).items():
-                self.writer.upsert(kind, kind_rows)
-            self.report.vectors_upserted += len(items)
-
-    def _embed(self, pool: EmbeddingPool, chunk_thread: threading.Thread, router: GraphRouter) -> None:
-        """Embed and store the changed entities and relations (beside the chunk thread, which
-        may still wait for the vector store to open), then wait for the chunk vectors."""
-        changes = router.take_changes()
-        # shortest first across all calls: a batch of similar lengths pads little (random order: 1.7x slower)
-        items = sorted(graph_vector_items(changes), key=lambda item: len(item["text"]))
-        progress = StageProgress(self.say, "embedding entities and relations", len(items), "texts")
-        batches = (items[start : start + pool.batch_size] for start in range(0, len(items), pool.batch_size))
-        self._embed_items(pool, batches, progress)
-        chunk_thread.join()
-        if self._embed_error is not None:
-            raise self._embed_error
-        if changes["removed"]:
-            self.writer = self.writer or self._vector_writer(self.manifest.embedding_dim)
-            delete_graph_vectors(self.writer, changes["removed"])
-        self._close_writer()  # flushed before the graph commits
-
-    def _link_aliases(self, router: GraphRouter) -> None:
-        """Link the run's new entities to their name variants (core.alias_rules); all of the
-        graph's, the first time a workspace built before aliases existed is indexed into."""
-        started = time.monotonic()
-        self.report.alias_links = link_aliases(router, everything=not self.manifest.aliases_linked)
-        self.manifest = self.manifest.model_copy(update={"aliases_linked": True})
-        if self.report.alias_links:
-            self.say(f"linked name variants: {self.report.alias_links} alias links ({time.monotonic() - started:.1f} s)")
-
-    def _close_writer(self) -> None:
-        if self.writer is not None and self.writer is not self.vectors:
-            self.writer.close()
-        self.writer = None
-
-    def _vector_writer(self, dim: int) -> VectorWriter:
-        manifests.check_embedding_dim(self.manifest, dim)
-        self.manifest = self.manifest.model_copy(update={"embedding_dim": dim})
-        if self.vectors is not None:
-            return self.vectors
-        vec = self.settings.vectors
-        uri = self.settings.milvus_uri()
-        if is_server_uri(uri):  # a server takes writes from any process: no owner actor to lose
-            return open_store(self.settings, dim)
-        actor = VectorStoreActor.options(num_cpus=0.1).remote(uri, dim, vec.collection_prefix, vec.token, vec.db_name)
-        return ActorVectorWriter(actor)
+        self.task_args = {"num_cpus": settings.ray.task_cpus, **niceness_options(niceness)}
+        self._step_started = time.monotonic()
 
     # ---- the run --------------------------------------------------------------------
     def run(self, paths: list[str]) -> IndexReport:
         """Index ``paths`` into the workspace and return what happened."""
         started = time.monotonic()
-        inputs = list_input_files(paths, exclude=self.settings.workspace)  # before Ray: a wrong path fails fast
-        files = inputs.files
-        self.report.files = len(files)
-        self.report.errors.extend(inputs.errors)
-        if not files and not inputs.errors:
-            raise FileNotFoundError(f"no files to index under {' '.join(paths)}")
+        files = self._list(paths)  # before Ray: a wrong path fails fast
         if not files:
             return self.report
         ensure_ray(self.settings)
-        self.say(f"reading {len(files)} files" + (f" ({len(inputs.errors)} skipped: unsupported type)"
-                                                  if inputs.errors else ""))
-        self.local = local_stages.runs_locally(self.settings, files)
-        self.report.stages = "driver" if self.local else "ray-data"
-        if self.local:
-            docs: ray.data.Dataset | list[dict[str, Any]] = local_stages.read_documents(files, self.display_names)
-        else:
-            docs = _read_documents(files, self.task_args, self.display_names)
-        todo = self._select_documents(docs)
-        self.report.docs_new = len(todo)
-        if not todo:
-            self.say(f"nothing new to index ({self.report.docs_skipped} documents already processed)")
-            self.report.graph_version = self.manifest.graph_version
-            self.report.entities, self.report.relations = self.manifest.entities, self.manifest.relations
-            self.report.seconds = round(time.monotonic() - started, 2)
-            return self.report
-        # Started first, these load while the shards load theirs: the model, and (for a known
-        # dimension) the vector store, which takes seconds for a Milvus Lite file of 0.5M rows.
-        pool = (self.embedding_pool.lease() if self.embedding_pool is not None
-                else EmbeddingPool(self.settings.embedding, self.niceness))
-        router = None
+        run = RunFiles(self.settings.workspace, new_run_id())
+        remove_stale_runs(self.workspace, keep=run.run_id)
+        parts = executors.RunParts(self.settings, run, None, [], None, 0, self.task_args, self.display_names,
+                                   cache_parts=extraction_cache.cache_parts(self.workspace))
+        executor = executors.choose_executor(parts, executors.runs_locally(self.settings, files))
+        self.report.stages = executor.name
         try:
-            if self.manifest.embedding_dim is not None:
-                self.writer = self._vector_writer(self.manifest.embedding_dim)
-            router = self.router or GraphRouter(self.settings.workspace, self.settings.graph, self.settings.ray.namespace)
-            chunks = self._chunk(docs, todo)
-            self.report.chunks = len(chunks)
-            self.say(f"{len(todo)} documents to index, {self.report.chunks} chunks")
-            chunk_thread = self._embed_in_background(pool.lease(), chunks)  # its own batches in flight
+            self._chunk(executor, files)
+            if self.report.docs_new:
+                self._index(executor, parts)
+            else:
+                self.say(f"nothing new to index ({self.report.docs_skipped} documents already processed)")
+                self.report.graph_version = self.manifest.graph_version
+                self.report.entities, self.report.relations = self.manifest.entities, self.manifest.relations
+                self._finish(run)
+        finally:
+            self.report.seconds = round(time.monotonic() - started, 2)
+        return self.report
+
+    def _index(self, executor: Any, parts: executors.RunParts) -> None:
+        """Pass 2 and what follows, with the shards and the embedding actors open."""
+        pool = self.embedding_pool.lease() if self.embedding_pool is not None else EmbeddingPool(
+            self.settings.embedding, self.niceness)
+        router = sink_writer = None
+        try:
+            router = self.router or self._open_graph()
+            self.manifest = self.manifest.model_copy(update={"num_shards": router.num_shards})
+            parts.shards = router.handles
+            parts.embed_workers, parts.embed_batch = pool.workers, pool.batch_size
+            parts.sink, sink_writer = self._vector_sink(pool)
             # A caller's router (the Serve app's) has readers: they see the graph of the last
             # finished run, published once it is committed (before its documents count as
             # processed), and a run that fails or is cancelled is undone (its extractions stay
@@ -417,59 +163,159 @@ class IndexRun:
             # readers until it ends.
             with router.job() if router is self.router else contextlib.nullcontext():
                 try:
-                    errors = self._extract(chunks, router)
-                    self._summarize(router)
+                    self._extract(executor)
+                    self._summarise(executor)
                     self._check_stop()
                 except IndexCancelled:  # its documents are marked failed: run again to finish, or delete them
-                    per_doc = Counter(row["doc_id"] for row in chunks)
-                    self._record_documents(chunks, todo, {doc: [CANCELLED] * per_doc[doc] for doc in todo})
+                    self._finish(parts.run, cancelled=CANCELLED)
                     raise
-                self._embed(pool, chunk_thread, router)
+                self.report.llm_tokens = executor.tokens
+                self._embed_graph(parts)
                 self._link_aliases(router)
-                self._commit_graph(router)
-            self._record_documents(chunks, todo, errors)
+                if sink_writer is not None:  # the run's own Lite owner flushes its rows before the commit
+                    self._finish_vectors(sink_writer)
+                    sink_writer = None
+                self._commit(router)
+            self._finish(parts.run)
         finally:
             pool.close()  # a caller's pool stays up: this run holds a lease of it
-            self._close_writer()
+            if sink_writer is not None:
+                sink_writer.close()
             if router is not None and router is not self.router:
                 router.close()
-        self.report.seconds = round(time.monotonic() - started, 2)
-        return self.report
 
-    def _record_documents(self, chunks: list[dict[str, Any]], todo: dict, errors: dict[str, list[str]]) -> None:
-        """Document statuses: processed, or failed with the first of their chunks' errors."""
-        self.report.llm_tokens = self.processors.tokens if self.processors else 0
-        per_doc = Counter(row["doc_id"] for row in chunks)
-        changes = []
-        for doc, row in todo.items():
-            failed = errors.get(doc, [])
-            error = ""
-            if failed:
-                error = (f"{len(failed)} of {per_doc[doc]} chunks failed (first: {failed[0]}); "
-                         "index the document again to retry them (the chunks that succeeded are cached)")
-                self.report.errors.append({"file_path": row["file_path"], "error": error})
-            changes.append({
-                "doc_id": doc, "file_path": row["file_path"], "chunks": per_doc[doc],
-                "status": doc_status.FAILED if failed else doc_status.PROCESSED, "error": error,
-            })
-        self.report.docs_failed += sum(1 for c in changes if c["status"] == doc_status.FAILED)
-        doc_status.update(self.workspace, changes)
+    # ---- steps ------------------------------------------------------------------------
+    def _list(self, paths: list[str]) -> list[str]:
+        inputs = list_input_files(paths, exclude=self.settings.workspace)
+        self.report.files = len(inputs.files)
+        self.report.errors.extend(inputs.errors)
+        if not inputs.files and not inputs.errors:
+            raise FileNotFoundError(f"no files to index under {' '.join(paths)}")
+        if inputs.files:
+            self.say(f"reading {len(inputs.files)} files" + (f" ({len(inputs.errors)} skipped: unsupported type)"
+                                                             if inputs.errors else ""))
+        return inputs.files
 
-    def _commit_graph(self, router: GraphRouter) -> None:
-        """The shards' deltas, then the manifest's new graph version and counts (the commit
-        point: a run killed before it leaves the graph as it was, and its documents unprocessed)."""
-        extraction_cache.compact(self.workspace)
-        self.manifest = router.commit(self.workspace, self.manifest)
+    def _timed(self, step: str) -> None:
+        """Close the wall time of ``step`` (from the end of the previous one)."""
+        now = time.monotonic()
+        self.report.stage_seconds[step] = round(now - self._step_started, 2)
+        self._step_started = now
+
+    def _chunk(self, executor: Any, files: list[str]) -> None:
+        """Pass 1: documents read, the new ones chunked into the run's chunk table."""
+        progress = StageProgress(self.say, "chunking", None, "documents")
+        for counts in executor.chunk(files):
+            self.report.add({k: v for k, v in counts.items() if k != "errors"})
+            self.report.errors.extend(json.loads(counts["errors"]))
+            progress.advance(int(counts["docs_new"]) + int(counts["docs_skipped"]) + int(counts["docs_failed"]))
+        self._timed("read and chunk")
+        if self.report.docs_new:
+            self.say(f"{self.report.docs_new} documents to index, {self.report.chunks} chunks")
+
+    def _extract(self, executor: Any) -> None:
+        """Pass 2: the run's chunks embedded, extracted and merged into the shards."""
+        total = self.report.chunks
+        self.say(f"extracting {total} chunks")
+        extracting = StageProgress(self.say, "extracting", total, "chunks")
+        embedding = StageProgress(self.say, "embedding chunks", total, "chunks")
+
+        def embedded(count: int) -> None:
+            self.report.vectors_upserted += count
+            embedding.advance(count)
+
+        for counts in executor.extract(total, embedded):
+            self.report.add(counts)
+            extracting.advance(int(counts["chunks_merged"]))
+            self._check_stop()
+        self._timed("embed chunks, extract and merge")
+
+    def _summarise(self, executor: Any) -> None:
+        if self.settings.llm.backend == "none":
+            return
+        self.say("summarising long descriptions")
+        counts = executor.summarise()
+        self.report.summaries += counts["summaries"]
+        if counts["summaries_failed"]:
+            self.say(f"{counts['summaries_failed']} summaries failed; their descriptions stay unsummarised")
+        self._timed("summarise")
+
+    def _embed_graph(self, parts: executors.RunParts) -> None:
+        """The changed entities and relations embedded and stored, removed ones deleted."""
+        total = parts.shards.change_count()
+        progress = StageProgress(self.say, "embedding entities and relations", total, "texts")
+        counts = embed_graph_changes(parts.shards, parts.embed_workers, parts.sink, parts.embed_batch,
+                                     self.task_args, progress.advance)
+        self.report.vectors_upserted += counts["vectors"]
+        self._timed("embed graph")
+
+    def _link_aliases(self, router: GraphRouter) -> None:
+        """Link the run's new entities to their name variants (core.alias_rules); all of the
+        graph's, the first time a workspace built before aliases existed is indexed into."""
+        started = time.monotonic()
+        everything = not self.manifest.aliases_linked
+        if self.report.stages == "driver":
+            self.report.alias_links = link_aliases(router, everything)
+        else:
+            self.report.alias_links = link_aliases_across(router.handles, self.task_args, everything)
+        self.manifest = self.manifest.model_copy(update={"aliases_linked": True})
+        if self.report.alias_links:
+            self.say(f"linked name variants: {self.report.alias_links} alias links ({time.monotonic() - started:.1f} s)")
+        self._timed("aliases")
+
+    def _finish_vectors(self, writer: VectorWriter) -> None:
+        """Close the run's own vector writer. A Milvus Lite owner then flushes and indexes
+        the run's vectors alone (docs/configuration.md: past ~50k vectors, as long as their
+        embedding, and growing faster); a server's client closes at once."""
+        lite = not is_server_uri(self.settings.milvus_uri())
+        if lite:
+            self.say(f"Milvus Lite: indexing this run's {self.report.vectors_upserted} vectors (one process owns "
+                     "the file; a Milvus server at vectors.uri indexes while the embedding actors insert)")
+        started = time.monotonic()
+        writer.close()
+        seconds = time.monotonic() - started
+        if lite and self.report.vectors_upserted >= LITE_ADVICE_VECTORS:
+            self.say(f"Milvus Lite indexed {self.report.vectors_upserted} vectors in {seconds:.0f} s; for runs of this "
+                     "size set vectors.uri to a Milvus server (docs/configuration.md)")
+        self._timed("finish vectors")
+
+    def _commit(self, router: GraphRouter) -> None:
+        self.manifest = commit_graph(router, self.workspace, self.manifest)
         self.report.entities, self.report.relations = self.manifest.entities, self.manifest.relations
         self.report.graph_version = self.manifest.graph_version
+        self._timed("commit graph")
 
+    def _finish(self, run: RunFiles, cancelled: str = "") -> None:
+        """Document statuses from the run's tables (a Ray task for a run on Ray Data)."""
+        if self.report.stages == "driver":
+            counts = finish_documents(run, cancelled)
+        else:
+            counts = executors.finish_remotely(run, cancelled, self.task_args)
+        self.report.docs_failed += counts["docs_failed"]
+        self.report.errors.extend(counts["errors"])
+        if counts["errors_total"] > len(counts["errors"]):
+            self.report.errors.append({"file_path": "", "error": f"... and {counts['errors_total'] - len(counts['errors'])} "
+                                       "more failed documents (`lightrag-ray status` lists them)"})
+        self._timed("record documents")
 
-def index_paths(
-    paths: list[str], settings: Settings, progress: Progress | None = print_progress, **opened: Any
-) -> IndexReport:
-    """Index files or folders into ``settings.workspace`` (incremental and resumable).
+    # ---- helpers ----------------------------------------------------------------------
+    def _check_stop(self) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise IndexCancelled(CANCELLED)
 
-    ``opened`` may pass ``router=``, ``vectors=`` and ``embedding_pool=`` that the caller
-    keeps open, ``display_names=``, ``niceness=`` and ``stop=`` (see IndexRun).
-    """
-    return IndexRun(settings, progress, **opened).run(paths)
+    def _open_graph(self) -> GraphRouter:
+        if self.open_graph is None:
+            raise ValueError("an index run needs the workspace's graph: pass router= or open_graph= "
+                             "(lightrag_ray.service.indexing.index_paths does)")
+        return self.open_graph(self.settings, self.report.chunks)
+
+    def _vector_sink(self, pool: EmbeddingPool) -> tuple[VectorSink, VectorWriter | None]:
+        """Where the embedding actors store vectors: the caller's, or one opened for this run
+        (with the writer that owns it, closed by the run). The model's dimension must be the
+        one the workspace's vectors were stored with."""
+        dim = pool.warm_up()
+        manifests.check_embedding_dim(self.manifest, dim, self.settings.embedding.model)
+        self.manifest = self.manifest.model_copy(update={"embedding_dim": dim})
+        if self.vectors is not None:
+            return self.vectors, None
+        return open_vector_sink(self.settings, dim, actor_options=niceness_options(self.niceness))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -9,11 +10,16 @@ from collections.abc import Callable
 Progress = Callable[[str], None]
 
 
+def print_progress(message: str) -> None:
+    """Default progress sink: one line per step on stderr."""
+    print(f"[lightrag-ray] {message}", file=sys.stderr, flush=True)
+
+
 class StageProgress:
     """Counts the work of one stage and reports it through ``say`` at most once every
     ``interval_s`` seconds, plus once when the stage is done."""
 
-    def __init__(self, say: Progress, label: str, total: int, unit: str, interval_s: float = 10.0) -> None:
+    def __init__(self, say: Progress, label: str, total: int | None, unit: str, interval_s: float = 10.0) -> None:
         self.say, self.label, self.total, self.unit = say, label, total, unit
         self.interval_s = interval_s
         self.done = 0
@@ -25,7 +31,7 @@ class StageProgress:
         with self.lock:
             self.done += count
             now = time.monotonic()
-            finished = self.done >= self.total
+            finished = self.total is not None and self.done >= self.total
             if not finished and now - self.last < self.interval_s:
                 return
             self.last = now
@@ -34,6 +40,8 @@ class StageProgress:
     def line(self, elapsed: float) -> str:
         """e.g. ``embedding chunks: 640/6401 chunks (53/s, ETA 1m49s)``."""
         rate = self.done / elapsed if elapsed > 0 else 0.0
+        if self.total is None:  # a stream whose size is unknown until it ends
+            return f"{self.label}: {self.done} {self.unit} ({rate:.0f}/s)"
         head = f"{self.label}: {self.done}/{self.total} {self.unit} ({rate:.0f}/s"
         if self.done >= self.total:
             return f"{head}, done in {_duration(elapsed)})"

@@ -1,5 +1,5 @@
 """Map-reduce summaries of descriptions that grew too long (LightRAG's rule), optionally
-starting from the item's previous summary (``base``, see core.summary_bases)."""
+starting from the item's previous summary (``base``, see core.graph.summary_bases)."""
 
 from __future__ import annotations
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Protocol, runtime_checkable
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from lightrag_ray.config import LLMConfig
+
+R = TypeVar("R")
+T = TypeVar("T")
 
 Messages = list[dict[str, str]]
 
@@ -53,3 +57,19 @@ def make_llm_client(config: LLMConfig) -> LLMClient:
             "or use extraction.mode=fast"
         )
     raise ValueError(f"unknown llm.backend {config.backend!r}")
+
+
+class BatchCaller:
+    """An LLM client with its own event loop, for synchronous batch stages: ``each`` runs one
+    coroutine per row concurrently (the client bounds the requests in flight)."""
+
+    def __init__(self, config: LLMConfig) -> None:
+        self.client = make_llm_client(config)
+        self.loop = asyncio.new_event_loop()
+
+    def each(self, work: Callable[[R], Awaitable[T]], rows: list[R]) -> list[T]:
+        """``work(row)`` for every row, concurrently; results in row order."""
+        async def gather() -> list[T]:
+            return list(await asyncio.gather(*(work(row) for row in rows)))
+
+        return self.loop.run_until_complete(gather())

@@ -46,7 +46,7 @@ def settings_manifest(settings: Settings) -> Manifest:
     return Manifest(
         embedding_model=f"{settings.embedding.backend}:{settings.embedding.model}",
         chunking=settings.chunking,
-        num_shards=settings.graph.num_shards,
+        num_shards=None if settings.graph.num_shards == "auto" else settings.graph.num_shards,
     )
 
 
@@ -77,9 +77,11 @@ def open_for(workspace: Workspace, wanted: Manifest) -> Manifest:
     for name in BINDING_FIELDS:
         recorded, asked = getattr(manifest, name), getattr(wanted, name)
         if recorded is not None and asked is not None and recorded != asked:
+            fix = (f"Use the same setting, or move the graph with `lightrag-ray reshard --workspace {workspace.uri} "
+                   f"--shards {asked}`." if name == "num_shards" else "Use the same setting, or index into a new workspace.")
             raise WorkspaceMismatchError(
                 f"workspace {workspace.uri} was built with {name}={_shown(recorded)}, but the current "
-                f"settings say {_shown(asked)}. Use the same setting, or index into a new workspace."
+                f"settings say {_shown(asked)}. {fix}"
             )
     return manifest
 

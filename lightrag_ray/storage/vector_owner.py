@@ -1,21 +1,28 @@
-"""The actor that owns a Milvus Lite file while indexing (one process may open it), and
-the VectorWriter that reaches it. A Milvus server is written directly instead."""
+"""Where vectors go from the processes that compute them.
+
+A Milvus server takes writes from any process: each embedding worker opens its own client. A
+Milvus Lite file admits one process, so one ``VectorStoreActor`` owns it and every worker sends
+it batched rows. ``VectorSink`` names either and is picklable, so it travels to the workers.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import ray
 
-from lightrag_ray.storage.vectors import MilvusStore
+from lightrag_ray.config import Settings
+from lightrag_ray.storage.vectors import MilvusStore, VectorWriter, is_server_uri
 
 
 @ray.remote
 class VectorStoreActor:
-    """The single owner of a Milvus Lite file while indexing (a server is written directly)."""
+    """The single owner of a Milvus Lite file (a server is written directly)."""
 
-    def __init__(self, uri: str, dim: int, prefix: str = "lightrag", token: str = "", db_name: str = "default"):
-        self.store = MilvusStore(uri, dim, prefix, token, db_name, searchable=False)  # it only writes
+    def __init__(self, uri: str, dim: int, prefix: str = "lightrag", token: str = "", db_name: str = "default",
+                 searchable: bool = False):
+        self.store = MilvusStore(uri, dim, prefix, token, db_name, searchable=searchable)
 
     def upsert(self, kind: str, rows: list[dict[str, Any]]) -> int:
         return self.store.upsert(kind, rows)
@@ -23,15 +30,23 @@ class VectorStoreActor:
     def delete(self, kind: str, ids: list[str]) -> None:
         self.store.delete(kind, ids)
 
+    def search(self, kind: str, vectors: Any, top_k: int, output_fields: list[str]) -> list[list[dict[str, Any]]]:
+        return self.store.search(kind, vectors, top_k, "", output_fields)
+
+    def get(self, kind: str, ids: list[str], output_fields: list[str]) -> list[dict[str, Any]]:
+        return self.store.get(kind, ids, output_fields)
+
     def close(self) -> None:
         self.store.close()
 
 
 class ActorVectorWriter:
-    """VectorWriter over a VectorStoreActor (blocking calls; stops the actor on close)."""
+    """VectorWriter (and blocking search/get) over a VectorStoreActor; ``close`` stops the actor
+    when this writer owns it."""
 
-    def __init__(self, actor: Any) -> None:
+    def __init__(self, actor: Any, owner: bool = True) -> None:
         self.actor = actor
+        self.owner = owner
 
     def upsert(self, kind: str, rows: list[dict[str, Any]]) -> int:
         return ray.get(self.actor.upsert.remote(kind, rows))
@@ -39,6 +54,47 @@ class ActorVectorWriter:
     def delete(self, kind: str, ids: list[str]) -> None:
         ray.get(self.actor.delete.remote(kind, ids))
 
+    def search(self, kind: str, vectors: Any, top_k: int, filter: str = "",
+               output_fields: list[str] | None = None) -> list[list[dict[str, Any]]]:
+        return ray.get(self.actor.search.remote(kind, vectors, top_k, output_fields or ["*"]))
+
+    def get(self, kind: str, ids: list[str], output_fields: list[str] | None = None) -> list[dict[str, Any]]:
+        return ray.get(self.actor.get.remote(kind, ids, output_fields or ["*"]))
+
     def close(self) -> None:
-        ray.get(self.actor.close.remote())
-        ray.kill(self.actor)
+        if self.owner:
+            ray.get(self.actor.close.remote())
+            ray.kill(self.actor)
+
+
+@dataclass(frozen=True)
+class VectorSink:
+    """Where an embedding worker stores vectors: a Milvus server (``uri``), or the actor that
+    owns a Milvus Lite file (``owner``)."""
+
+    uri: str
+    dim: int
+    prefix: str
+    token: str
+    db_name: str
+    owner: Any = None
+
+    def open(self) -> VectorWriter:
+        """A writer in this process (the owner's stays up when it is closed)."""
+        if self.owner is not None:
+            return ActorVectorWriter(self.owner, owner=False)
+        return MilvusStore(self.uri, self.dim, self.prefix, self.token, self.db_name, searchable=False)
+
+
+def open_vector_sink(settings: Settings, dim: int, searchable: bool = False,
+                     actor_options: dict[str, Any] | None = None) -> tuple[VectorSink, VectorWriter]:
+    """The sink of ``settings``' vector store and a writer for this process: a server's client, or a
+    new VectorStoreActor owning the Lite file (``searchable``: it also answers searches;
+    ``actor_options``: Ray options of that actor, e.g. a name and a detached lifetime)."""
+    vec, uri = settings.vectors, settings.milvus_uri()
+    if is_server_uri(uri):
+        sink = VectorSink(uri, dim, vec.collection_prefix, vec.token, vec.db_name)
+        return sink, sink.open()
+    actor = VectorStoreActor.options(num_cpus=0.1, **(actor_options or {})).remote(
+        uri, dim, vec.collection_prefix, vec.token, vec.db_name, searchable)
+    return VectorSink(uri, dim, vec.collection_prefix, vec.token, vec.db_name, actor), ActorVectorWriter(actor)

@@ -3,7 +3,7 @@
     docs/docs.parquet          doc_id, file_path, status, error, chunks, content_hash, updated
     chunks/part-*.parquet      chunk rows (deduplicated by chunk_id on read)
     extractions/part-*.parquet the LLM cache: chunk_id, fingerprint, entities/relations JSON
-    graph/shard-KKKK-of-NNNN/  a base plus one delta per committed job (storage/graph_snapshot.py)
+    graph/shard-KKKK-of-NNNN/  a base plus one delta per committed job (storage/graph/snapshot.py)
     manifest.json              see storage/manifest.py
 """
 
@@ -58,10 +58,10 @@ class Workspace:
         pq.write_table(table, sink)
         self.write_bytes(sink.getvalue().to_pybytes(), *parts)
 
-    def append_rows(self, rows: list[dict[str, Any]], table: str, schema: pa.Schema | None = None) -> None:
-        """Add a part file to an append-only table."""
+    def append_rows(self, rows: list[dict[str, Any]], *table: str, schema: pa.Schema | None = None) -> None:
+        """Add a part file to an append-only table (a folder: ``table``'s parts joined)."""
         if rows:
-            self.write_rows(rows, table, f"part-{uuid.uuid4().hex}.parquet", schema=schema)
+            self.write_rows(rows, *table, f"part-{uuid.uuid4().hex}.parquet", schema=schema)
 
     def list_files(self, *parts: str, suffix: str = ".parquet") -> list[str]:
         """Full paths of the files ending in ``suffix`` of a table (a file, or a folder of parts)."""
