@@ -48,16 +48,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from lightrag_ray.config import load_settings  # noqa: E402
+from lightrag_ray.query.params import RETRIEVAL_MODES  # noqa: E402
 from lightrag_ray.core.tokenizer import count_tokens  # noqa: E402
-from lightrag_ray.index.pipeline import index_paths  # noqa: E402
+from lightrag_ray.service.indexing import index_paths  # noqa: E402
 from lightrag_ray.query.engine import QueryParam  # noqa: E402
-from lightrag_ray.query.session import LocalSession  # noqa: E402
+from lightrag_ray.service.session import LocalSession  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the simulated LLM lives in tests/
 from tests.scripted_llm import ScriptedLLM  # noqa: E402
 
 SHARED = Path("/work/shared/data")
-MODES = ("naive", "local", "global", "hybrid", "mix", "walk")
+MODES = ("naive", "local", "global", "hybrid", "mix", "walk")  # RETRIEVAL_MODES, in the order of the tables
+assert set(MODES) == set(RETRIEVAL_MODES)
 Question = tuple[str, set[str]]  # the question, its gold passage labels
 
 

@@ -203,7 +203,7 @@ def ray_child(cfg: dict[str, Any]) -> dict[str, Any]:
     settings = ray_settings(cfg)
     import ray
 
-    from lightrag_ray.index.pipeline import index_paths
+    from lightrag_ray.service.indexing import index_paths
 
     ray.init(address="local", namespace=settings.ray.namespace, include_dashboard=False,
              logging_level=logging.WARNING)

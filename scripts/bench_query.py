@@ -141,7 +141,7 @@ def ray_child(cfg: dict[str, Any]) -> dict[str, Any]:
 
     from lightrag_ray.core.tokenizer import count_tokens
     from lightrag_ray.query.engine import QueryParam
-    from lightrag_ray.query.session import LocalSession
+    from lightrag_ray.service.session import LocalSession
 
     settings = ray_settings(cfg)  # its own local Ray cluster, LLM = the simulator
     with LocalSession(settings) as session:

@@ -17,8 +17,7 @@ Starts its own local Ray cluster (2 CPUs) and measures, in one process:
    document warm, as the Serve app adds it: through the same open shards, embedding workers
    whose model is loaded and a vector writer kept open (opened before the run, not counted;
    the time they took is printed). The same two documents on an empty workspace give the
-   fixed-cost baseline. Stage times come from the pipeline's progress lines and from timing
-   every router call. Targets: warm < 5 s, cold < 15 s on the graph; at most two summary
+   fixed-cost baseline. Step times are the run report's ``stage_seconds``. Targets: warm < 5 s, cold < 15 s on the graph; at most two summary
    requests per description summarised.
 3. **query**: context-only ``retrieve()`` latency per mode on that graph (no LLM: keywords
    come from the question), over ``--questions`` questions each naming an entity of the graph.
@@ -27,8 +26,9 @@ Starts its own local Ray cluster (2 CPUs) and measures, in one process:
 workspace's milvus.db), ``server`` (a Milvus 2.3 standalone server that the script starts in
 a temp dir through tests/milvus_standalone.py, with HNSW indexes; the preparation flushes the
 collections and waits until every row is indexed), or both. Every store gets the same vectors;
-the add step writes to the first store and the rows it changed are then copied to the others,
-so all stores hold the same graph. Retrieval runs on each store with the same questions, and
+with several stores the add step's embedding workers write to all of them (a sink opened before
+the run, so its cold figure then leaves the store's opening out), so all stores hold the same
+graph. Retrieval runs on each store with the same questions, and
 the retrieved entity, relation and chunk ids are compared with the first store's (mean
 Jaccard per kind, questions with identical sets): equal up to ANN tie order.
 
@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -94,29 +93,32 @@ from lightrag_ray.config import ChunkingConfig, ExtractionConfig, GraphConfig, S
 from lightrag_ray.core.ids import chunk_id, entity_id  # noqa: E402
 from lightrag_ray.core.names import entity_key  # noqa: E402
 from lightrag_ray.core.records import EntityRecord, RelationRecord  # noqa: E402
+from lightrag_ray.query.params import RETRIEVAL_MODES  # noqa: E402
 from lightrag_ray.core.tokenizer import count_tokens, get_encoding  # noqa: E402
-from lightrag_ray.index import pipeline  # noqa: E402
 from lightrag_ray.index.embedding_pool import EmbeddingPool  # noqa: E402
-from lightrag_ray.index.pipeline import IndexRun, index_paths  # noqa: E402
+from lightrag_ray.index.pipeline import IndexRun  # noqa: E402
+from lightrag_ray.service.indexing import index_paths  # noqa: E402
+from lightrag_ray.service.opening import with_shards  # noqa: E402
+from lightrag_ray.service.reshard import reshard_workspace  # noqa: E402
 from lightrag_ray.models.embedding import make_embedder  # noqa: E402
 from lightrag_ray.query.engine import QueryParam  # noqa: E402
-from lightrag_ray.query.session import LocalSession  # noqa: E402
+from lightrag_ray.service.session import LocalSession  # noqa: E402
 from lightrag_ray.storage import manifest as manifests  # noqa: E402
-from lightrag_ray.storage.graph_router import GraphRouter  # noqa: E402
+from lightrag_ray.storage.graph.writer import GraphRouter  # noqa: E402
 from lightrag_ray.storage.vectors import (  # noqa: E402
     MilvusStore,
-    VectorWriter,
-    delete_graph_vectors,
     graph_vector_items,
     open_store,
     vector_rows,
 )
+from lightrag_ray.storage.vector_owner import open_vector_sink  # noqa: E402
 from lightrag_ray.storage.workspace import Workspace  # noqa: E402
 from tests.milvus_standalone import MilvusStandalone  # noqa: E402
 from tests.scripted_llm import ScriptedLLM, derive_records  # noqa: E402
 
 BOOK = ROOT.parent / "shared" / "data" / "christmas_carol" / "mock_data.txt"
-MODES = ("naive", "local", "global", "hybrid", "mix", "walk")
+MODES = ("naive", "local", "global", "hybrid", "mix", "walk")  # RETRIEVAL_MODES, in the order of the tables
+assert set(MODES) == set(RETRIEVAL_MODES)
 STORES = {"lite": "Milvus Lite", "server": "Milvus server (2.3 standalone, HNSW)"}
 ID_KINDS = ("entities", "relations", "chunks")  # of a retrieved context, compared between stores
 # Two hits whose cosine similarities to the query differ by less than this are a tie: float32
@@ -296,40 +298,6 @@ def shard_rss_mib(router: GraphRouter) -> list[float]:
 def folder_mib(path: Path) -> float:
     """Size of the files under ``path``."""
     return round(sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20, 1)
-
-
-class TimedRouter(GraphRouter):
-    """A GraphRouter that records (method, start, end) of every call the pipeline makes, and
-    what ``take_changes`` returned (the entities and relations whose vectors it rewrote)."""
-
-    TIMED = ("apply", "pending_summaries", "add_summaries", "take_changes", "commit", "counts")
-
-    def __init__(self, workspace_uri: str, config: GraphConfig, namespace: str | None = None) -> None:
-        start = time.perf_counter()
-        super().__init__(workspace_uri, config, namespace)
-        self.calls: list[tuple[str, float, float]] = [("open", start, time.perf_counter())]
-        self.changes: list[dict[str, list[Any]]] = []
-
-
-def _timed(name: str) -> Callable[..., Any]:
-    base = getattr(GraphRouter, name)
-
-    def method(self: TimedRouter, *args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            result = base(self, *args, **kwargs)
-        finally:
-            self.calls.append((name, start, time.perf_counter()))
-        if name == "take_changes":
-            self.changes.append(result)
-        return result
-
-    method.__name__, method.__doc__ = name, base.__doc__
-    return method
-
-
-for _name in TimedRouter.TIMED:
-    setattr(TimedRouter, _name, _timed(_name))
 
 
 # ---- 1. merge ------------------------------------------------------------------------------
@@ -529,81 +497,76 @@ def prepare_workspace(router: GraphRouter, chunk_rows: list[dict[str, Any]], sto
     return info
 
 
-def copy_changes(changes: list[dict[str, list[Any]]], stores: list[Settings], dim: int) -> int:
-    """Copy what the add step wrote to the first store (vectors of the changed entities and
-    relations, the new documents' chunks) to the other stores; returns the rows copied."""
-    ids = {kind: sorted({item["id"] for c in changes for item in c[kind]}) for kind in ("entities", "relations")}
-    files = sorted({path for c in changes for kind in ids for item in c[kind] for path in item["file_paths"]
-                    if not path.startswith("synthetic/")})
-    opened = [open_store(settings, dim) for settings in stores]
-    source = opened[0]
-    try:
-        rows = {kind: source.client.get(source.names[kind], ids=wanted, output_fields=["*"], consistency_level="Strong")
-                for kind, wanted in ids.items() if wanted}
-        if files:
-            rows["chunks"] = source.client.query(source.names["chunks"], filter=f"file_path in {json.dumps(files)}",
-                                                 output_fields=["*"], consistency_level="Strong")
-        for target in opened[1:]:
-            for kind, kind_rows in rows.items():
-                target.upsert(kind, [dict(row) for row in kind_rows])
-            delete_graph_vectors(target, [i for c in changes for i in c["removed"]])
-    finally:
-        for store in opened:
-            store.close()
-    return sum(len(kind_rows) for kind_rows in rows.values())
+@dataclass(frozen=True)
+class TeeSink:
+    """A vector sink writing to every store of the run (``--store lite server``: the add step
+    gives all of them the same vectors)."""
+
+    sinks: tuple[Any, ...]
+
+    def open(self) -> Any:
+        return TeeWriter([sink.open() for sink in self.sinks])
 
 
-# ---- 2. add one document ---------------------------------------------------------------------
-def stage_times(calls: list[tuple[str, float, float]], progress: list[tuple[float, str]],
-                index_start: float, end: float) -> dict[str, float]:
-    """Split one index_paths run into stages by the router's call times and progress lines."""
-    calls = [call for call in calls if call[1] >= index_start]
-    first = {name: start for name, start, _ in reversed(calls)}
-    last_end = {name: stop for name, _, stop in calls}
-    extracting = next((t for t, message in progress if message.startswith("extracting")),
-                      first.get("apply", index_start))
-    summaries = first.get("pending_summaries", extracting)
-    summaries_end = max(last_end.get("pending_summaries", summaries), last_end.get("add_summaries", summaries))
-    changes = first.get("take_changes", summaries_end)
-    changes_end = last_end.get("take_changes", changes)
-    save = first.get("commit", changes_end)
+class TeeWriter:
+    def __init__(self, writers: list[Any]) -> None:
+        self.writers = writers
+
+    def upsert(self, kind: str, rows: list[dict[str, Any]]) -> int:
+        return [writer.upsert(kind, [dict(row) for row in rows]) for writer in self.writers][0]
+
+    def delete(self, kind: str, ids: list[str]) -> None:
+        for writer in self.writers:
+            writer.delete(kind, ids)
+
+    def close(self) -> None:
+        for writer in self.writers:
+            writer.close()
+
+
+def stage_times(report: Any) -> dict[str, float]:
+    """One index_paths run split into its steps (the report's ``stage_seconds``)."""
+    steps = report.stage_seconds
     return {
-        "read_chunk_s": extracting - index_start,
-        "extract_s": summaries - extracting,
-        "merge_s": sum(stop - start for name, start, stop in calls if name == "apply"),
-        "summaries_s": summaries_end - summaries,
-        "chunk_vectors_wait_s": changes - summaries_end,
-        "take_changes_s": changes_end - changes,
-        "embed_upsert_s": save - changes_end,
-        "save_s": last_end.get("commit", save) - save,
-        "finish_s": end - last_end.get("commit", save),
+        "read_chunk_s": steps.get("read and chunk", 0.0),
+        "extract_s": steps.get("embed chunks, extract and merge", 0.0),
+        "summaries_s": steps.get("summarise", 0.0),
+        "embed_graph_s": steps.get("embed graph", 0.0),
+        "aliases_s": steps.get("aliases", 0.0),
+        "vectors_s": steps.get("finish vectors", 0.0),  # a Milvus Lite owner of the run's own flushing
+        "save_s": steps.get("commit graph", 0.0),
+        "finish_s": steps.get("record documents", 0.0),
     }
 
 
 @dataclass
 class Held:
     """What the Serve app holds open across inserts: the shards, embedding workers with the model
-    loaded and a vector writer (opened as the pipeline opens its own); seconds each took to open."""
+    loaded and a vector sink (opened as the pipeline opens its own); seconds each took to open."""
 
-    router: TimedRouter
+    router: GraphRouter
     pool: EmbeddingPool
-    vectors: VectorWriter
+    sink: Any
+    writers: list[Any]
     open_s: dict[str, float]
 
     @classmethod
-    def open(cls, settings: Settings) -> Held:
-        """Load the shards, start the embedding workers (model loaded) and open a vector writer."""
+    def open(cls, settings: Settings, stores: list[Settings]) -> Held:
+        """Load the shards, start the embedding workers (model loaded) and open the vector sink."""
         started = time.perf_counter()
-        router = TimedRouter(settings.workspace, settings.graph, settings.ray.namespace)
+        router = GraphRouter(settings.workspace, settings.graph, settings.ray.namespace)
         router.counts()  # loaded
         shards = time.perf_counter()
         pool = EmbeddingPool(settings.embedding)
+        writers: list[Any] = []
         try:
             dim = pool.warm_up()
             loaded = time.perf_counter()
-            vectors = IndexRun(settings, progress=None)._vector_writer(dim)  # the pipeline's own choice of writer
-            vectors.upsert("chunks", [])  # returns once the store is open (a Milvus Lite owner actor is up)
+            sink, writers = open_sinks(stores, dim)
+            writers[0].upsert("chunks", [])  # returns once the store is open (a Milvus Lite owner actor is up)
         except BaseException:
+            for writer in writers:
+                writer.close()
             pool.close()
             router.close()
             raise
@@ -611,36 +574,29 @@ class Held:
                   "vectors": round(time.perf_counter() - loaded, 2)}
         log(f"opened for the warm add (not counted): shards loaded in {open_s['shards']} s, embedding workers "
             f"with the model loaded in {open_s['embedding_pool']} s, vector writer in {open_s['vectors']} s")
-        return cls(router, pool, vectors, open_s)
+        return cls(router, pool, sink, writers, open_s)
 
     def close(self) -> None:
-        self.vectors.close()
+        for writer in self.writers:
+            writer.close()
         self.pool.close()
         self.router.close()
 
 
-@contextlib.contextmanager
-def cli_router(opened: list[TimedRouter]) -> Iterator[None]:
-    """Let ``index_paths`` open and close its own shards, as the CLI does (no write job held
-    open for readers, the shards load beside its first stages), as a TimedRouter kept in ``opened``."""
-
-    class Recorded(TimedRouter):
-        def __init__(self, *args: Any) -> None:
-            super().__init__(*args)
-            opened.append(self)
-
-    original, pipeline.GraphRouter = pipeline.GraphRouter, Recorded
-    try:
-        yield
-    finally:
-        pipeline.GraphRouter = original
+def open_sinks(stores: list[Settings], dim: int) -> tuple[Any, list[Any]]:
+    """The vector sink of the add step (every store's, when there are several) and the writers
+    that own them."""
+    opened = [open_vector_sink(store, dim) for store in stores]
+    sinks = [sink for sink, _ in opened]
+    return (sinks[0] if len(sinks) == 1 else TeeSink(tuple(sinks))), [writer for _, writer in opened]
 
 
-def add_document(settings: Settings, path: Path, label: str, sim: ScriptedLLM,
-                 held: Held | None = None) -> tuple[dict[str, Any], TimedRouter]:
+def add_document(settings: Settings, path: Path, label: str, sim: ScriptedLLM, stores: list[Settings],
+                 held: Held | None = None) -> dict[str, Any]:
     """Index one document. Cold (no ``held``), as the CLI does: the run opens its shards (they
-    load from the workspace), its embedding workers and its vector writer. Warm: through what
-    ``held`` keeps open, as the Serve app does."""
+    load from the workspace), its embedding workers and its vector store (all the stores, opened
+    before the run, when there are several). Warm: through what ``held`` keeps open, as the
+    Serve app does."""
     progress: list[tuple[float, str]] = []
 
     def say(message: str) -> None:
@@ -649,45 +605,45 @@ def add_document(settings: Settings, path: Path, label: str, sim: ScriptedLLM,
 
     before = manifests.load(Workspace(settings.workspace)).entities
     sim.reset()
+    writers: list[Any] = []
     started = time.perf_counter()
-    index_start = time.perf_counter()
     if held:
-        router = held.router
-        report = index_paths([str(path)], settings, progress=say, router=router, embedding_pool=held.pool,
-                             vectors=held.vectors)
+        report = index_paths([str(path)], settings, progress=say, router=held.router, embedding_pool=held.pool,
+                             vectors=held.sink)
+    elif len(stores) > 1:
+        sink, writers = open_sinks(stores, manifests.load(Workspace(settings.workspace)).embedding_dim)
+        report = index_paths([str(path)], settings, progress=say, vectors=sink)
     else:
-        routers: list[TimedRouter] = []
-        with cli_router(routers):
-            report = index_paths([str(path)], settings, progress=say)
-        [router] = routers
+        report = index_paths([str(path)], settings, progress=say)
     end = time.perf_counter()
+    for writer in writers:
+        writer.close()
     if report.docs_failed or report.chunks_failed:
         raise RuntimeError(f"indexing {path.name} failed: {report.errors[:2]}")
     requests = sim.snapshot()["counts"]
-    stages = stage_times(router.calls, progress, index_start, end)
     row = {"graph": label, "document": path.stem, "actors": WARM if held else COLD,
-           "open_s": round(index_start - started, 2), **{k: round(v, 2) for k, v in stages.items()},
+           **{k: round(v, 2) for k, v in stage_times(report).items()},
            "total_s": round(end - started, 2), "chunks": report.chunks, "entities_before": before,
            "entities_after": report.entities, "summaries": report.summaries, "llm_requests": requests,
            "vectors_upserted": report.vectors_upserted, "progress": [(round(t - started, 2), m) for t, m in progress]}
     if held:
         row["held_open_s"] = held.open_s
     log(f"add {path.stem} to the {label} graph ({row['actors']}): {row['total_s']} s, LLM requests {requests}")
-    return row, router
+    return row
 
 
-def add_documents(settings: Settings, docs: list[Path], label: str,
-                  sim: ScriptedLLM) -> tuple[list[dict[str, Any]], list[dict[str, list[Any]]]]:
+def add_documents(settings: Settings, docs: list[Path], label: str, sim: ScriptedLLM,
+                  stores: list[Settings] | None = None) -> list[dict[str, Any]]:
     """The first document cold, as the CLI adds it; the second warm, through shards, an
-    embedding pool and a vector writer opened in between (not counted); (rows, what the
-    routers' change feeds gave the pipeline)."""
-    first, cold = add_document(settings, docs[0], label, sim)
-    held = Held.open(settings)
+    embedding pool and a vector sink opened in between (not counted)."""
+    stores = stores or [settings]
+    first = add_document(settings, docs[0], label, sim, stores)
+    held = Held.open(settings, stores)
     try:
-        second, warm = add_document(settings, docs[1], label, sim, held)
+        second = add_document(settings, docs[1], label, sim, stores, held)
     finally:
         held.close()
-    return [first, second], cold.changes + warm.changes
+    return [first, second]
 
 
 def new_documents(folder: Path, chunks: int, chunking: ChunkingConfig) -> list[Path]:
@@ -817,6 +773,22 @@ async def search_recall(engine: Any, questions: list[str], exact: ExactIndex) ->
             for kind, shares in found.items()]
 
 
+def reshard_and_retrieve(settings: Settings, num_shards: int, names: list[str],
+                         before: dict[str, list[dict[str, set[str]]]]) -> dict[str, Any]:
+    """Reshard the workspace to ``num_shards`` and retrieve for ``names`` again (context only);
+    the reshard's seconds and ``overlap`` with ``before`` (the ids retrieved before it)."""
+    no_llm = settings.model_copy(update={"llm": settings.llm.model_copy(update={"backend": "none"})})
+    before_label, after_label = f"{settings.graph.num_shards} shards", f"{num_shards} shards"
+    log(f"reshard {before_label} -> {after_label}")
+    started = time.perf_counter()
+    reshard_workspace(no_llm, num_shards)
+    seconds = round(time.perf_counter() - started, 2)
+    _, _, after, _ = query_latency(with_shards(no_llm, num_shards), names)
+    rows = overlap(before_label, after_label, {before_label: before, after_label: after})
+    log(f"  {seconds} s; identical contexts per mode: {[row['identical'] for row in rows]} of {len(names)}")
+    return {"reshard_s": seconds, "overlap": rows}
+
+
 def overlap(base: str, other: str, retrieved: dict[str, dict[str, list[dict[str, set[str]]]]]) -> list[dict[str, Any]]:
     """Per mode, how far the ids ``other``'s retrieval found agree with ``base``'s (same questions):
     mean Jaccard per kind, questions with identical sets per kind and for all three."""
@@ -857,14 +829,12 @@ def merge_table(rows: list[dict[str, Any]]) -> str:
 def add_table(rows: list[dict[str, Any]]) -> str:
     """The add rows, then what each warm run found open (opened before it, not counted)."""
     table = markdown(
-        ["graph", "document", "run", "open shards s", "read + chunk s", "extract s (merge s)",
-         "summaries s (n)", "wait for chunk vectors s", "change feed s", "embed graph texts + upsert s",
-         "snapshot save s", "finish s", "total s",
+        ["graph", "document", "run", "read + chunk s", "embed chunks, extract, merge s", "summaries s (n)",
+         "embed graph texts s", "aliases s", "Lite flush s", "snapshot save s", "finish s", "total s",
          "chunks", "entities before / after", "LLM requests (extract/glean/summary)", "vectors upserted"],
-        [[r["graph"], r["document"], r["actors"], r["open_s"], r["read_chunk_s"],
-          f"{r['extract_s']} ({r['merge_s']})", f"{r['summaries_s']} ({r['summaries']})", r["chunk_vectors_wait_s"],
-          r["take_changes_s"],
-          r["embed_upsert_s"], r["save_s"], r["finish_s"], r["total_s"], r["chunks"],
+        [[r["graph"], r["document"], r["actors"], r["read_chunk_s"], r["extract_s"],
+          f"{r['summaries_s']} ({r['summaries']})", r["embed_graph_s"], r["aliases_s"], r["vectors_s"],
+          r["save_s"], r["finish_s"], r["total_s"], r["chunks"],
           f"{r['entities_before']} / {r['entities_after']}",
           "/".join(str(r["llm_requests"].get(k, 0)) for k in ("extract", "glean", "summary")),
           r["vectors_upserted"]] for r in rows])
@@ -902,8 +872,6 @@ def graph_summary(info: dict[str, Any]) -> str:
                            f"{m['open_s']} s" for name, m in info["milvus"].items())
         text += (f" Preparation (not measured above): {info['summaries']} synthetic summaries, {info['vectors']} "
                  f"vectors into each store ({stores}); {info['prepare_s']} s in all.")
-    if "copied_rows" in info:
-        text += f" The add step's {info['copied_rows']} changed rows were copied from the first store to the others."
     if "session_open_s" in info:
         opened = ", ".join(f"{STORES[name]} {m['session_open_s']:.1f} s" for name, m in info["milvus"].items()
                            if "session_open_s" in m)
@@ -988,13 +956,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-chunks", type=int, default=16,
                         help="chunks per router.apply call (16, the pipeline's extraction batch)")
-    parser.add_argument("--add-shards", type=int, default=GraphConfig().num_shards,
-                        help="shards of the add/query graph, the largest size (default: the setting's default, 2)")
+    parser.add_argument("--add-shards", type=int, default=2,
+                        help="shards of the add/query graph, the largest size (default: 2)")
     parser.add_argument("--doc-chunks", type=int, default=10, help="chunks of each added document (10)")
     parser.add_argument("--questions", type=int, default=20, help="questions per query mode (20)")
     parser.add_argument("--no-baseline", action="store_true", help="skip adding the documents to an empty workspace")
     parser.add_argument("--skip-add", action="store_true", help="skip the add-document step")
     parser.add_argument("--skip-query", action="store_true", help="skip the query step")
+    parser.add_argument("--reshard", type=int, default=None, metavar="N",
+                        help="after the query step: `lightrag-ray reshard` the graph to N shards, then retrieve again "
+                        "on the first store and compare the retrieved ids with those before")
     parser.add_argument("--store", nargs="+", choices=list(STORES), default=["lite"],
                         help="vector store(s) of the add/query graph: lite (Milvus Lite file in the workspace), server "
                         "(a Milvus 2.3 standalone server started in a temp dir, HNSW), or both: the add step writes to the "
@@ -1038,6 +1009,7 @@ def main(argv: list[str] | None = None) -> None:
     stores = list(dict.fromkeys(args.store))
     server = MilvusStandalone(tempfile.mkdtemp(prefix="bench_scale_milvus_")) if "server" in stores else None
     by_store: dict[str, dict[str, Any]] = {}  # per store: query rows, retrieved ids, recall vs exact
+    resharded: dict[str, Any] = {}  # --reshard: its seconds and the retrieved ids compared with before
     exact: list[ExactIndex] = []  # with --skip-add: every store's vectors, for exact search
 
     def store_settings(store: str) -> Settings:
@@ -1078,12 +1050,9 @@ def main(argv: list[str] | None = None) -> None:
         if not args.skip_add:
             if not args.no_baseline:
                 empty = settings.model_copy(update={"workspace": str(workdir / "empty")})
-                adds += add_documents(empty, docs, "empty", sim)[0]  # Milvus Lite in its own workspace
-            rows, changes = add_documents(store_settings(stores[0]), docs, f"{graph_info['entities']}-entity", sim)
-            adds += rows
-            if len(stores) > 1:
-                dim = manifests.load(Workspace(settings.workspace)).embedding_dim
-                graph_info["copied_rows"] = copy_changes(changes, [store_settings(s) for s in stores], dim)
+                adds += add_documents(empty, docs, "empty", sim)[:1]  # Milvus Lite in its own workspace
+            adds += add_documents(store_settings(stores[0]), docs, f"{graph_info['entities']}-entity", sim,
+                                  [store_settings(s) for s in stores])
         if not args.skip_query:
             for store in stores:
                 log(f"query on {STORES[store]}")
@@ -1094,6 +1063,9 @@ def main(argv: list[str] | None = None) -> None:
                 graph_info["milvus"][store]["session_open_s"] = round(open_s, 2)
             queries = by_store[stores[0]]["rows"]
             graph_info["session_open_s"] = graph_info["milvus"][stores[0]]["session_open_s"]
+            if args.reshard:
+                resharded = reshard_and_retrieve(store_settings(stores[0]), args.reshard, question_names,
+                                                 by_store[stores[0]]["retrieved"])
     finally:
         sim.stop()
         ray.shutdown()
@@ -1122,6 +1094,10 @@ def main(argv: list[str] | None = None) -> None:
     if overlaps:
         print(f"\n## Retrieved ids compared with {STORES[stores[0]]} (same graph, same questions)\n")
         print(overlap_table(overlaps))
+    if resharded:
+        print(f"\n## Reshard {args.add_shards} -> {args.reshard} shards: {resharded['reshard_s']} s; retrieved ids "
+              f"after it compared with before (same questions, {STORES[stores[0]]})\n")
+        print(overlap_table(resharded["overlap"]))
     recall_rows = [{"store": store, **row} for store, value in by_store.items() for row in value["recall"]]
     if recall_rows:
         print("\n## Search recall against exact (brute-force) search over the same vectors\n")
@@ -1145,7 +1121,7 @@ def main(argv: list[str] | None = None) -> None:
             "command": command, "machine": machine(), "settings": vars(args), "graph": graph_info,
             "merge": merges, "add": adds, "query": queries,
             "query_by_store": {store: value["rows"] for store, value in by_store.items()}, "overlap": overlaps,
-            "search_recall": recall_rows},
+            "search_recall": recall_rows, "reshard": resharded},
             indent=2), encoding="utf-8")
 
 

@@ -32,6 +32,8 @@ from typing import Any
 import httpx
 import numpy as np
 
+from lightrag_ray.query.params import RETRIEVAL_MODES
+
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -62,7 +64,7 @@ def start_app(workspace: Path, corpus: str | None, replicas: int) -> str:
 
     from lightrag_ray.cli.demo import SAMPLE
     from lightrag_ray.config import load_settings
-    from lightrag_ray.index.pipeline import index_paths
+    from lightrag_ray.service.indexing import index_paths
     from lightrag_ray.serve.app import AppArgs, build_app
 
     if not ray.is_initialized():
@@ -159,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32], help="concurrent clients per run")
     parser.add_argument("--duration", type=float, default=20.0, help="seconds per client count")
-    parser.add_argument("--mode", default="mix", choices=["mix", "local", "global", "hybrid", "naive"])
+    parser.add_argument("--mode", default="mix", choices=RETRIEVAL_MODES)
     parser.add_argument("--replicas", type=int, nargs="+", default=[1], help="ingress replicas per run (1)")
     parser.add_argument("--during-insert", action="store_true",
                         help="measure each client count again while an insert job runs")

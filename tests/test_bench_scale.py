@@ -59,7 +59,7 @@ def test_bench_scale_prints_tables_with_consistent_counts(tmp_path):
     out, png = tmp_path / "rows.json", tmp_path / "merge.png"
     command = [sys.executable, str(ROOT / "scripts" / "bench_scale.py"), "--mentions", "1000", "2000",
                "--entities", "500", "--shards", "1", "2", "--doc-chunks", "2", "--questions", "4", "--no-baseline",
-               "--store", "lite", "server",  # Milvus Lite and a Milvus standalone server (started by the script)
+               "--reshard", "3", "--store", "lite", "server",  # Milvus Lite and a Milvus standalone server (started by the script)
                "--workdir", str(tmp_path / "work"), "--json-out", str(out), "--plot", str(png)]
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=470)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -84,15 +84,15 @@ def test_bench_scale_prints_tables_with_consistent_counts(tmp_path):
     assert "held_open_s" not in first and min(second["held_open_s"].values()) > 0  # the model loaded before the run
     assert first["entities_before"] == 500 and first["entities_after"] > 500
     assert second["entities_before"] == first["entities_after"] <= second["entities_after"]
-    stages = ("open_s", "read_chunk_s", "extract_s", "summaries_s", "chunk_vectors_wait_s", "take_changes_s",
-              "embed_upsert_s", "save_s", "finish_s")
+    stages = ("read_chunk_s", "extract_s", "summaries_s", "embed_graph_s", "aliases_s", "vectors_s", "save_s", "finish_s")
     for r in (first, second):
         assert r["chunks"] == 2 and r["llm_requests"]["extract"] == 2 and r["vectors_upserted"] > 2
-        assert all(r[s] >= 0 for s in stages) and 0 <= r["merge_s"] <= r["extract_s"]
-        assert abs(sum(r[s] for s in stages) - r["total_s"]) < 0.1  # the stages split the whole run
+        assert all(r[s] >= 0 for s in stages) and r["extract_s"] > 0
+        # the steps split the run; each figure is rounded to 0.01 s, so their sum may pass the total by 0.005 each
+        assert -0.005 * len(stages) <= r["total_s"] - sum(r[s] for s in stages) < 1.0
         assert r["llm_requests"].get("summary", 0) <= 2 * r["summaries"]
     # cold: the run loads the shards (they load beside its other stages) and the model; warm: both are up
-    assert second["open_s"] == 0 and first["total_s"] > second["total_s"]
+    assert first["total_s"] > second["total_s"]
     for target in ("graph, cold (CLI), < 15 s (non-LLM)", "graph, warm (Serve app), < 5 s (non-LLM)",
                    "summary LLM requests <= 2 x touched over-limit descriptions"):
         assert target in done.stdout
@@ -121,12 +121,16 @@ def test_bench_scale_prints_tables_with_consistent_counts(tmp_path):
         assert stages["walk"] == {"embed", "search chunks", "search entities", "graph passage entities", "get chunks"}
     assert "| mode | p50 ms | embed |" in done.stdout
     assert {store: m["session_open_s"] > 0 for store, m in result["graph"]["milvus"].items()} == {"lite": True, "server": True}
-    assert result["graph"]["copied_rows"] > 0  # what the add step wrote to Lite, copied to the server
     # Same vectors, same graph: the two stores retrieve (nearly) the same ids at this size.
     assert [r["mode"] for r in result["overlap"]] == list(queries)
     for r in result["overlap"]:
         assert r["stores"] == "server vs lite" and r["questions"] == 4 and 0 <= r["identical"] <= 4
         assert min(r["entities_jaccard"], r["relations_jaccard"], r["chunks_jaccard"]) >= 0.9, r
+    # --reshard 3: the graph moved from 2 to 3 shards retrieves exactly what it did before
+    moved = result["reshard"]
+    assert moved["reshard_s"] > 0 and [r["mode"] for r in moved["overlap"]] == list(queries)
+    assert all(r["stores"] == "3 shards vs 2 shards" and r["identical"] == r["questions"] == 4 for r in moved["overlap"])
+    assert "## Reshard 2 -> 3 shards" in done.stdout
     assert png.stat().st_size > 0
 
 
