@@ -40,7 +40,7 @@ import ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from lightrag_ray.config import Settings, load_settings  # noqa: E402
-from lightrag_ray.index.pipeline import index_paths  # noqa: E402
+from lightrag_ray.service.indexing import index_paths  # noqa: E402
 from tests.scripted_llm import ScriptedLLM  # noqa: E402
 
 WATCHED = ("GraphShard", "ExtractChunks", "EmbedWorker")
@@ -79,17 +79,18 @@ def actor_nodes() -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in nodes.items()}
 
 
-def add_worker(cluster: Cluster, num_cpus: int, attempts: int = 3) -> Any:
-    """A worker node; Ray gives a raylet 30 s to register, which a loaded 2-core machine can
-    miss, so the start is retried."""
+def add_worker(cluster: Cluster, num_cpus: int, attempts: int = 3, **node_args: Any) -> Any:
+    """A worker node (``node_args``: more ``Cluster.add_node`` arguments, e.g.
+    object_store_memory); Ray gives a raylet 30 s to register, which a loaded 2-core machine
+    can miss, so the start is retried."""
     for _ in range(attempts - 1):
         try:
-            return cluster.add_node(num_cpus=num_cpus)
+            return cluster.add_node(num_cpus=num_cpus, **node_args)
         except Exception as error:  # Ray raises a bare Exception on the startup timeout
             if "timed out during startup" not in str(error):
                 raise
             print(f"worker start timed out; retrying ({error})", file=sys.stderr)
-    return cluster.add_node(num_cpus=num_cpus)
+    return cluster.add_node(num_cpus=num_cpus, **node_args)
 
 
 def when_extracted(llm: ScriptedLLM, requests: int, action: Callable[[], None]) -> None:
@@ -123,7 +124,7 @@ def query_across(settings: Settings, question: str) -> dict[str, Any]:
     """Answer ``question`` from the indexed workspace (shards on the workers, Milvus server)
     in mix mode, whose context holds the shards' entity and relation views."""
     from lightrag_ray.query.engine import QueryParam
-    from lightrag_ray.query.session import LocalSession
+    from lightrag_ray.service.session import LocalSession
 
     with LocalSession(settings) as session:
         result = asyncio.run(session.engine.query(question, QueryParam(mode="mix")))

@@ -221,6 +221,17 @@ class BackgroundServer:
         self._thread.start()
         return self
 
+    def serve_until_interrupted(self, banner: str) -> None:
+        """Print ``banner`` and serve until Ctrl-C (the command-line use), then stop."""
+        print(banner, flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stop()
+
     def stop(self) -> None:
         """Stop serving and free the port."""
         if self._server is not None:
@@ -491,14 +502,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     llm = ScriptedLLM(args.latency, args.port, args.host, token_latency_s=args.token_latency,
                       kind_latency=_kind_latency(args.kind_latency)).start()
-    print(f"scripted LLM serving on {llm.url} (latency {args.latency} s)", flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        llm.stop()
+    llm.serve_until_interrupted(f"scripted LLM serving on {llm.url} (latency {args.latency} s)")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Name aliases: the rules (core.alias_rules), the links a shard keeps and saves
-(core.shard_aliases, storage.graph_snapshot), the alias pass (index.aliases) on in-process
+(core.graph.aliases, storage.graph.snapshot), the alias pass (index.stages.aliases) on in-process
 shards, and the walk following a link to a passage it could not reach before."""
 
 from __future__ import annotations
@@ -19,15 +19,16 @@ from lightrag_ray.core.alias_rules import (
     lexical_reason,
     words,
 )
-from lightrag_ray.core.merge import ShardGraph
+from lightrag_ray.core.graph.shard_graph import ShardGraph
 from lightrag_ray.core.names import entity_key, normalize_name
 from lightrag_ray.core.records import EntityRecord
-from lightrag_ray.index.aliases import link_aliases
-from lightrag_ray.index.pipeline import IndexRun, index_paths
+from lightrag_ray.index.stages.aliases import link_aliases
+from lightrag_ray.index.pipeline import IndexRun
+from lightrag_ray.service.indexing import index_paths
 from lightrag_ray.storage import manifest as manifests
-from lightrag_ray.storage.graph_reader import ShardReader
-from lightrag_ray.storage.graph_router import GraphRouter
-from lightrag_ray.storage.graph_snapshot import compact, load_snapshot, save_snapshot, snapshot_folder
+from lightrag_ray.storage.graph.reader import ShardReader
+from lightrag_ray.storage.graph.writer import GraphRouter
+from lightrag_ray.storage.graph.snapshot import compact, load_snapshot, save_snapshot, snapshot_folder
 from lightrag_ray.storage.workspace import Workspace
 from tests.memory_stores import MemoryGraph
 from tests.test_index_pipeline import _write

@@ -19,9 +19,9 @@ import pytest
 
 from lightrag_ray.config import load_settings
 from lightrag_ray.core.names import entity_key
-from lightrag_ray.index.pipeline import index_paths
+from lightrag_ray.service.indexing import index_paths
 from lightrag_ray.query.engine import QueryParam
-from lightrag_ray.query.session import LocalSession
+from lightrag_ray.service.session import LocalSession
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.workspace import Workspace
 

@@ -118,7 +118,7 @@ def test_status_text_output(tmp_path):
 
 
 def test_status_hints_at_a_milvus_server_past_what_lite_searches_quickly(tmp_path):
-    from lightrag_ray.cli.status import workspace_status
+    from lightrag_ray.service.status import workspace_status
     from lightrag_ray.storage.vectors import LITE_COMFORTABLE_VECTORS
 
     workspace = Workspace(str(tmp_path / "ws"))

@@ -348,6 +348,24 @@ def test_rayservice_serve_config_passes_rays_schema_and_the_apps_args():
     assert args.api_key is None, "the API key comes from the Secret, not the manifest"
 
 
+def test_serve_hands_build_app_its_args_as_the_typed_model(monkeypatch):
+    """Serve validates a builder's args only when its annotation is a class (no postponed annotations)."""
+    from ray.serve._private.api import call_user_app_builder_with_args_if_necessary
+
+    import lightrag_ray.serve.app as app_module
+
+    class Seen(Exception):
+        pass
+
+    def capture(args):
+        raise Seen(args)
+
+    monkeypatch.setattr(app_module, "app_settings", capture)
+    with pytest.raises(Seen) as seen:
+        call_user_app_builder_with_args_if_necessary(app_module.build_app, _app(SERVE_V2, "lightrag")["args"])
+    assert isinstance(seen.value.args[0], AppArgs)
+
+
 def test_rayservice_settings_survive_the_pods_environment(monkeypatch):
     for key in [k for k in os.environ if k.startswith("LIGHTRAG_RAY")]:
         monkeypatch.delenv(key)

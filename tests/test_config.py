@@ -23,7 +23,7 @@ def test_defaults_validate_and_are_offline_friendly():
     assert settings.chunking.chunk_tokens == 1200
     assert settings.chunking.overlap_tokens == 100
     assert settings.chunking.encoding == "cl100k_base"
-    assert settings.graph.num_shards == 2
+    assert settings.graph.num_shards == "auto" and settings.graph.shards_for(0) == 2
     assert settings.vectors.uri is None
     assert settings.ray.address is None
     # the defaults survive a dump/validate round trip unchanged
@@ -159,3 +159,22 @@ def test_milvus_uri_for_remote_workspace_needs_vectors_uri():
     settings = load_settings(overrides={"workspace": "s3://bucket/ws"}, environ={})
     with pytest.raises(ValueError, match="vectors.uri"):
         settings.milvus_uri()
+
+
+def test_auto_shards_grow_with_the_first_runs_chunks_and_a_number_stays():
+    from lightrag_ray.config import GraphConfig
+
+    auto = GraphConfig(items_per_shard=1000)
+    assert [auto.shards_for(n) for n in (0, 10, 100, 1000)] == [2, 2, 4, 32]  # 32 items a chunk, at least 2
+    assert GraphConfig(num_shards=3, items_per_shard=1000).shards_for(1000) == 3
+
+
+def test_the_cli_shards_flag_takes_a_number_or_auto():
+    from lightrag_ray.cli.main import _parser
+
+    parse = _parser().parse_args
+    assert parse(["index", "x", "--shards", "auto"]).shards == "auto"
+    assert parse(["index", "x", "--shards", "5"]).shards == 5
+    with pytest.raises(SystemExit):
+        parse(["index", "x", "--shards", "0"])
+    assert parse(["reshard", "--shards", "8"]).shards == 8

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from lightrag_ray.index.pipeline import index_paths
+from lightrag_ray.service.indexing import index_paths
 from lightrag_ray.storage import doc_status
 from lightrag_ray.storage.workspace import Workspace
 from tests.graph_helpers import dump_graph, expected_graph, passages_sent

@@ -12,7 +12,7 @@ import ray
 
 from lightrag_ray.config import EmbeddingConfig
 from lightrag_ray.index.embedding_pool import EmbeddingPool
-from lightrag_ray.index.pipeline import index_paths
+from lightrag_ray.service.indexing import index_paths
 from lightrag_ray.models.embedding import SentenceTransformerEmbedder
 from lightrag_ray.storage.vectors import open_store
 from tests.test_index_pipeline import DOC_A, DOC_B

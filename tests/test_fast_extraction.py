@@ -16,8 +16,8 @@ from lightrag_ray.core.chunking import chunk_text
 from lightrag_ray.core.fast_extraction import detect_language, fast_extract
 from lightrag_ray.core.names import entity_key, normalize_name
 from lightrag_ray.core.records import Extraction
-from lightrag_ray.index.fast_stage import FastExtractChunks, extraction_stage_class, fast_language
-from lightrag_ray.storage.extraction_cache import extraction_fingerprint, from_row, load_cache
+from lightrag_ray.index.stages.extract import ExtractChunks, FastExtractChunks, extraction_stage, fast_language
+from lightrag_ray.storage.extraction_cache import cache_parts, extraction_fingerprint, from_row, load_cache
 from lightrag_ray.storage.workspace import Workspace
 
 
@@ -218,23 +218,28 @@ def test_speed(carol_chunks, cmrc_docs):
 
 def test_fast_stage_writes_cache_rows(tmp_path, carol_chunks):
     settings = Settings(workspace=str(tmp_path / "ws"), extraction={"mode": "fast"})
-    stage = FastExtractChunks(settings.model_dump())
+    workspace = Workspace(settings.workspace)
+    run_began = cache_parts(workspace)
+    stage = FastExtractChunks(settings.model_dump(), run_began)
     chunks = carol_chunks[:3]
-    batch = {key: np.array([c[key] for c in chunks]) for key in ("chunk_id", "doc_id", "text", "file_path",
-                                                                  "order", "tokens")}
-    out = stage(batch)
-    assert list(out["chunk_id"]) == [c["chunk_id"] for c in chunks]
-    assert set(out["error"]) == {""} and set(out["requests"]) == {0}
+    out = stage([{key: c[key] for key in ("chunk_id", "doc_id", "text", "file_path", "order", "tokens")} for c in chunks])
+    assert [row["chunk_id"] for row in out] == [c["chunk_id"] for c in chunks]
+    assert {row["error"] for row in out} == {""} and {row["requests"] for row in out} == {0}
+    assert not any(row["cached"] for row in out)
+    # a worker of the same run finds them in the cache (a retried batch): this run's work, not cached
+    retried = FastExtractChunks(settings.model_dump(), run_began)(chunks)
+    assert not any(row["cached"] for row in retried)
+    again = FastExtractChunks(settings.model_dump(), cache_parts(workspace))(chunks)  # a later run's worker
+    assert all(row["cached"] for row in again)
+    assert {row["chunk_id"]: row["entities"] for row in again} == {row["chunk_id"]: row["entities"] for row in out}
     cached = load_cache(Workspace(settings.workspace), extraction_fingerprint(settings))
     assert set(cached) == {c["chunk_id"] for c in chunks}
     for chunk in chunks:
         stored = from_row(cached[chunk["chunk_id"]])
         assert stored.entities == fast_extract(chunk["text"], chunk["chunk_id"], chunk["file_path"]).entities
         assert stored.entities and stored.relations
-    assert extraction_stage_class(settings) is FastExtractChunks
-    from lightrag_ray.index.llm_stages import ExtractChunks
-
-    assert extraction_stage_class(Settings().model_dump()) is ExtractChunks
+    assert extraction_stage(settings) is FastExtractChunks
+    assert extraction_stage(Settings()) is ExtractChunks
 
 
 # ---------------------------------------------------------------- USE v3 embedder

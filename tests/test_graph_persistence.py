@@ -1,4 +1,4 @@
-"""Incremental shard persistence (storage/graph_snapshot.py): one delta per committed job on
+"""Incremental shard persistence (storage/graph/snapshot.py): one delta per committed job on
 top of a base, compaction from the files alone, and crash safety: a writer killed before
 its commit or in the middle of a compaction leaves files that load as the graph before or
 after the job, never a mix. Pure Python and files, plus one test of the real pipeline whose
@@ -16,12 +16,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lightrag_ray.core.merge import ShardGraph
+from lightrag_ray.core.graph.shard_graph import ShardGraph
 from lightrag_ray.core.tokenizer import count_tokens
-from lightrag_ray.index.pipeline import index_paths
+from lightrag_ray.service.indexing import index_paths
 from lightrag_ray.storage import doc_status
 from lightrag_ray.storage import manifest as manifests
-from lightrag_ray.storage.graph_snapshot import (
+from lightrag_ray.storage.graph.snapshot import (
     ENTITY_SCHEMA,
     RELATION_SCHEMA,
     list_files,
@@ -67,7 +67,7 @@ def run_job(shard: ShardGraph, rng: random.Random, entities: list, relations: li
     shard.apply(*part_rows(entities, relations, job, shard.shard))
     if seen:
         shard.remove_chunks({rng.choice(seen)})
-    owned = sorted(k for k, owned in shard.graph.nodes(data="owned") if owned)
+    owned = [k for k in shard.held_keys() if shard.owns(k)]
     if owned and rng.random() < 0.4:
         shard.drop([rng.choice(owned)], [])
     pending = shard.pending_summaries(2, 10_000, count_tokens)
@@ -185,7 +185,7 @@ def test_a_writer_that_dies_between_shards_leaves_the_graph_before_the_job_and_i
 
 KILL_MID_COMPACTION = """
 import os, sys
-from lightrag_ray.storage import graph_snapshot
+from lightrag_ray.storage.graph import snapshot as graph_snapshot
 from lightrag_ray.storage.workspace import Workspace
 real, written = graph_snapshot._write_table, []
 def write_then_die(workspace, table, path):
@@ -225,7 +225,7 @@ def test_a_compaction_killed_midway_changes_nothing_and_the_next_one_completes(t
 KILL_BEFORE_COMMIT = """
 import os, signal, sys
 from lightrag_ray.config import Settings
-from lightrag_ray.index.pipeline import index_paths
+from lightrag_ray.service.indexing import index_paths
 from lightrag_ray.storage import manifest
 def die(*args, **kwargs):  # every shard wrote its delta; the manifest is the commit
     os.kill(os.getpid(), signal.SIGKILL)

@@ -30,29 +30,23 @@ vacuously.
 
 from __future__ import annotations
 
-import json
-from collections import defaultdict
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 
 from lightrag_ray.config import Settings, load_settings
-from lightrag_ray.core.ids import entity_id, relation_id
 from lightrag_ray.core.names import entity_key
-from lightrag_ray.core.shard_views import DESCRIPTION_SEP, fragments
-from lightrag_ray.index.deletion import delete_documents
-from lightrag_ray.index.pipeline import index_paths
-from lightrag_ray.storage import doc_status, manifest
-from lightrag_ray.storage.graph_router import GraphRouter
+from lightrag_ray.service.deletion import delete_documents
+from lightrag_ray.service.indexing import index_paths
+from lightrag_ray.storage import doc_status
+from lightrag_ray.storage.graph.writer import GraphRouter
 from lightrag_ray.storage.workspace import Workspace
-from tests.graph_helpers import open_writer
+from tests.graph_helpers import Stored, graph_differences, load_stored, open_writer
 
 MAX_FRAGMENTS = 3
 GRAPH = {"num_shards": 2, "summary_max_fragments": MAX_FRAGMENTS}
 CHUNKING = {"chunk_tokens": 30, "overlap_tokens": 5}  # two chunks per document
-SUMMARY_PREFIX = "Summary of "  # how the scripted LLM starts every summary
-KIND = {"entities": "entity", "relations": "relation"}
 
 DOCS = [
     "Ebenezer Scrooge counted coins in his cold office. Bob Cratchit copied letters for Ebenezer Scrooge by a "
@@ -68,14 +62,6 @@ DELETED = 1  # a document in the middle of the insert order
 DELETED_WORDS = ("ghost", "lantern", "midnight", "chains", "warning")  # in DOCS[DELETED] only
 
 
-class Stored(NamedTuple):
-    """What fresh shard actors load from a workspace, and its manifest."""
-
-    graph: dict[str, list[dict[str, Any]]]  # GraphRouter.export()
-    mentions: dict[str, list[dict[str, Any]]]  # GraphRouter.mention_rows() of every entity
-    manifest: manifest.Manifest
-
-
 def build_settings(workspace: Path, llm_url: str) -> Settings:
     """Settings of conftest's make_settings, with this module's chunking and graph."""
     return load_settings(overrides={
@@ -87,79 +73,8 @@ def build_settings(workspace: Path, llm_url: str) -> Settings:
     }, environ={})
 
 
-def load_stored(settings: Settings) -> Stored:
-    """The whole graph and all mention rows, read by fresh shard actors over the workspace
-    (as tests/graph_helpers.dump_graph does)."""
-    router = GraphRouter(settings.workspace, settings.graph)
-    try:
-        graph = router.export()
-        rows = router.mention_rows([e["key"] for e in graph["entities"]])
-    finally:
-        router.close()
-    return Stored(graph, rows, manifest.load(Workspace(settings.workspace)))
-
-
-def _normalised(rows: list[dict[str, Any]]) -> list[str]:
-    return sorted(json.dumps(row, sort_keys=True, default=str) for row in rows)
-
-
-def item_fragments(mentions: dict[str, list[dict[str, Any]]]) -> dict[str, list[str]]:
-    """Item id -> its distinct description fragments in chunk order (LightRAG's merge rule)."""
-    said: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for row in mentions["entities"]:
-        said[entity_id(row["key"])].append((row["chunk_id"], row["description"]))
-    for row in mentions["relations"]:
-        said[relation_id(row["source_key"], row["target_key"])].append((row["chunk_id"], row["description"]))
-    return {item: fragments(d for _, d in sorted(pairs, key=lambda p: p[0])) for item, pairs in said.items()}
-
-
-def graph_differences(got: Stored, want: Stored) -> tuple[list[str], int]:
-    """Every difference between two stored graphs under the rule of the module docstring,
-    and how many items are summarised."""
-    problems: list[str] = []
-    for kind in ("entities", "relations"):
-        if _normalised(got.mentions[kind]) != _normalised(want.mentions[kind]):
-            extra = set(_normalised(got.mentions[kind])) - set(_normalised(want.mentions[kind]))
-            missing = set(_normalised(want.mentions[kind])) - set(_normalised(got.mentions[kind]))
-            problems.append(f"{kind} mention rows differ: extra {sorted(extra)[:3]}, missing {sorted(missing)[:3]}")
-    parts = item_fragments(want.mentions)
-    summarised = 0
-    for kind in ("entities", "relations"):
-        got_items = {item["id"]: item for item in got.graph[kind]}
-        want_items = {item["id"]: item for item in want.graph[kind]}
-        if set(got_items) != set(want_items):
-            problems.append(f"{kind}: extra ids {sorted(set(got_items) - set(want_items))}, "
-                            f"missing ids {sorted(set(want_items) - set(got_items))}")
-        for item_id in sorted(set(got_items) & set(want_items)):
-            g, w = got_items[item_id], want_items[item_id]
-            label = f"{KIND[kind]} {w.get('key') or (w['source_key'], w['target_key'])}"
-            for field in sorted(set(g) | set(w)):
-                if field != "description" and g.get(field) != w.get(field):
-                    problems.append(f"{label}: {field} {g.get(field)!r} != one run's {w.get(field)!r}")
-            frags = parts.get(item_id, [])
-            if len(frags) > MAX_FRAGMENTS:
-                summarised += 1
-                for side, item in (("incremental", g), ("one run", w)):
-                    if not item["description"].startswith(SUMMARY_PREFIX):
-                        problems.append(f"{label} ({len(frags)} fragments) is not summarised in the {side} "
-                                        f"graph: {item['description']!r}")
-            else:
-                joined = DESCRIPTION_SEP.join(frags)
-                for side, item in (("incremental", g), ("one run", w)):
-                    if item["description"] != joined:
-                        problems.append(f"{label} ({len(frags)} fragments): {side} description "
-                                        f"{item['description']!r} != its joined fragments {joined!r}")
-    for field in ("entities", "relations"):
-        if getattr(got.manifest, field) != getattr(want.manifest, field):
-            problems.append(f"manifest {field}: {getattr(got.manifest, field)} != one run's "
-                            f"{getattr(want.manifest, field)}")
-        if getattr(got.manifest, field) != len(got.graph[field]):
-            problems.append(f"manifest {field} {getattr(got.manifest, field)} != {len(got.graph[field])} stored")
-    return problems, summarised
-
-
 def assert_same_graph(got: Stored, want: Stored) -> None:
-    problems, summarised = graph_differences(got, want)
+    problems, summarised = graph_differences(got, want, MAX_FRAGMENTS)
     assert not problems, f"{len(problems)} differences:\n" + "\n".join(problems[:40])
     # not vacuous: summaries, merges across documents and relation weights were exercised
     assert summarised >= 2, f"only {summarised} summarised items"

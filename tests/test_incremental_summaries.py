@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from lightrag_ray.core.names import entity_key
-from lightrag_ray.index.deletion import delete_documents
-from lightrag_ray.index.graph_editor import GraphEditor
-from lightrag_ray.index.pipeline import index_paths
+from lightrag_ray.service.deletion import delete_documents
+from lightrag_ray.service.graph_edits import GraphEditor
+from lightrag_ray.service.indexing import index_paths
 from lightrag_ray.storage import doc_status
 from lightrag_ray.storage.workspace import Workspace
 from tests.graph_helpers import open_writer

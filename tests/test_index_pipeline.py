@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from lightrag_ray.index import pipeline
 from lightrag_ray.core.names import entity_key
-from lightrag_ray.index.pipeline import index_paths
+from lightrag_ray.service.indexing import index_paths
 from lightrag_ray.storage import doc_status
 from lightrag_ray.storage.manifest import WorkspaceMismatchError
 from lightrag_ray.storage.vectors import MilvusStore
@@ -27,11 +30,19 @@ def _write(folder, name, text):
     return path
 
 
-def test_christmas_carol_graph_matches_llm_records_and_rerun_is_free(ray_cluster, llm, make_settings, shared_data):
+def test_christmas_carol_graph_matches_llm_records_and_rerun_is_free(ray_cluster, llm, make_settings, shared_data,
+                                                                     monkeypatch):
     settings = make_settings()
     book = shared_data / "christmas_carol" / "mock_data.txt"
+    monkeypatch.setattr(pipeline, "LITE_ADVICE_VECTORS", 100)  # this run's vectors count as a large run's
+    lines: list[str] = []
 
-    report = index_paths([str(book)], settings, progress=None)
+    report = index_paths([str(book)], settings, progress=lines.append)
+
+    # Milvus Lite's indexing at the end of the run is announced, and past the threshold a server advised
+    assert any(line.startswith(f"Milvus Lite: indexing this run's {report.vectors_upserted} vectors") for line in lines)
+    assert any("set vectors.uri to a Milvus server" in line for line in lines), lines
+    assert "finish vectors" in report.stage_seconds
 
     assert report.docs_new == 1 and report.chunks_failed == 0 and not report.errors
     passages = passages_sent(llm.requests)
@@ -196,31 +207,38 @@ def test_llm_failures_are_recorded_retried_and_never_double_counted(
     assert dump_graph(flaky) == dump_graph(clean)
 
 
-def test_killed_graph_shard_is_restarted_and_the_graph_is_unchanged(
-    ray_cluster, llm, make_settings, small_corpus, monkeypatch
-):
+@pytest.mark.parametrize("stages_mb", [4.0, 0.0], ids=["driver", "ray-data"])
+def test_killed_graph_shard_is_restarted_and_the_graph_is_unchanged(ray_cluster, llm, make_settings, small_corpus,
+                                                                    stages_mb):
+    """Extraction workers merge straight into the shards; a shard killed mid-run recovers what
+    it had from its write log (storage.graph.wal) and the run ends with the same graph."""
+    import threading
+
     import ray
 
-    from lightrag_ray.storage import graph_router as router_module
+    from lightrag_ray.storage.graph.actor import shard_actor_name
 
     chunking = {"chunk_tokens": 40, "overlap_tokens": 5}
     clean = make_settings("clean", chunking=chunking, graph={"num_shards": 2})
-    index_paths([str(small_corpus)], clean, progress=None)
+    first = index_paths([str(small_corpus)], clean, progress=None)
 
+    # one chunk per LLM batch, so the first chunks are merged (and logged) before the kill
+    disturbed = make_settings("disturbed", chunking=chunking, graph={"num_shards": 2},
+                              ray={"local_stages_max_mb": stages_mb}, llm={"max_concurrency": 1},
+                              extraction={"actors": 1})
+    llm.reset()
     killed = []
-    original_apply = router_module.GraphRouter.apply
 
-    def apply_then_kill(self, entities, relations):
-        original_apply(self, entities, relations)
-        if not killed:  # kill shard 0 right after the first merge reached it
-            ray.kill(self.shards[0][0], no_restart=False)
-            killed.append(True)
+    def kill_when_half_extracted() -> None:
+        while llm.counts().get("extract", 0) < 2:
+            time.sleep(0.02)
+        shard = ray.get_actor(shard_actor_name(disturbed.workspace, 0, 2), namespace=disturbed.ray.namespace)
+        ray.kill(shard, no_restart=False)
+        killed.append(llm.counts()["extract"])
 
-    monkeypatch.setattr(router_module.GraphRouter, "apply", apply_then_kill)
-    disturbed = make_settings("disturbed", chunking=chunking, graph={"num_shards": 2})
+    threading.Thread(target=kill_when_half_extracted, daemon=True).start()
     report = index_paths([str(small_corpus)], disturbed, progress=None)
-    monkeypatch.undo()
 
-    assert killed and report.docs_failed == 0
+    assert killed and killed[0] < first.chunks and report.docs_failed == 0
     assert dump_graph(disturbed) == dump_graph(clean)
 

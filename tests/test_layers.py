@@ -17,8 +17,9 @@ LAYERS = {
     "storage": 3,
     "index": 4,
     "query": 4,
-    "serve": 5,
-    "cli": 6,
+    "service": 5,
+    "serve": 6,
+    "cli": 7,
 }
 HEAVY = ("ray", "pymilvus", "torch", "sentence_transformers", "transformers", "fastapi")
 
@@ -107,3 +108,56 @@ def test_public_api_resolves():
 
     for name in lightrag_ray.__all__:
         assert getattr(lightrag_ray, name) is not None
+
+
+def _methods(path: Path) -> list[str]:
+    """Names of the methods defined in the classes of a file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [item.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef) for item in node.body
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def test_graph_operations_are_declared_only_in_the_contract():
+    """The shard actor, the writer's router, the readers and the tests' fake take every operation
+    from core.graph.contract; none writes one out as a method of its own."""
+    from lightrag_ray.core.graph.contract import OPERATIONS
+
+    transports = [PACKAGE / "storage" / "graph" / name for name in ("actor.py", "writer.py", "reader.py", "handles.py")]
+    transports.append(PACKAGE.parent / "tests" / "memory_stores.py")
+    forwarders = {f"{path.name}: {name}" for path in transports for name in _methods(path) if name in OPERATIONS}
+    assert not forwarders, f"hand-written graph operations outside the contract: {sorted(forwarders)}"
+
+
+def _mode_lists(path: Path, modes: frozenset[str]) -> list[int]:
+    """Lines of the file that write out every query mode: a tuple, list or set of exactly these
+    names (a ``Literal[...]`` of them too: its subscript is a tuple)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            names = {item.value for item in node.elts if isinstance(item, ast.Constant) and isinstance(item.value, str)}
+            if names == modes:
+                found.append(node.lineno)
+    return found
+
+
+def test_the_query_modes_are_written_out_once():
+    """One definition of the modes (query.params): the API's models, the OpenAI and Ollama
+    model names and the CLI's choices derive from it."""
+    from lightrag_ray.query.params import MODES
+
+    places = {f"{module}:{line}" for module, path in _modules().items() for line in _mode_lists(path, frozenset(MODES))}
+    assert len(places) == 1 and next(iter(places)).startswith("query.params:"), sorted(places)
+
+
+def test_the_mode_rule_catches_a_second_list(tmp_path):
+    modes = frozenset({"local", "global"})
+    (tmp_path / "bad.py").write_text('from typing import Literal\nA = Literal["global", "local"]\nB = ["local", "global"]\n'
+                                     'C = ("local",)\nD = {"local": 1, "global": 2}\n')
+    assert sorted(_mode_lists(tmp_path / "bad.py", modes)) == [2, 3]
+
+
+def test_open_workspace_is_defined_once():
+    """Readers, writers and one-process sessions all open a workspace through service.opening."""
+    defined = [module for module, path in _modules().items() for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+               if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "open_workspace"]
+    assert defined == ["service.opening"]

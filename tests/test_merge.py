@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from lightrag_ray.core.ids import entity_id, relation_id, shard_of
-from lightrag_ray.core.merge import DESCRIPTION_SEP, ShardGraph, fragments_hash
+from lightrag_ray.core.graph.shard_graph import DESCRIPTION_SEP, ShardGraph, fragments_hash
 from lightrag_ray.core.names import entity_key
 from lightrag_ray.core.records import EntityRecord, RelationRecord
 from lightrag_ray.core.tokenizer import count_tokens
-from lightrag_ray.storage.graph_calls import entity_rows, relation_rows
-from lightrag_ray.storage.graph_snapshot import load_snapshot, save_snapshot
+from lightrag_ray.core.graph.routing import entity_rows, relation_rows
+from lightrag_ray.storage.graph.snapshot import load_snapshot, save_snapshot
 from lightrag_ray.storage.workspace import Workspace
 
 Rows = tuple[list[dict[str, Any]], list[dict[str, Any]]]
@@ -224,7 +224,7 @@ def test_remove_chunks_drops_exactly_their_contributions():
 
     graph.remove_chunks({"c1"})
     assert graph.counts() == {"entities": 0, "relations": 0}
-    assert graph.graph.number_of_nodes() == 0
+    assert graph.held_keys() == []
     assert set(graph.take_changes()["removed"]) == {
         entity_id("alice"), entity_id("carol"), relation_id("alice", "carol")}
 
@@ -368,9 +368,9 @@ def test_snapshot_of_an_empty_shard(tmp_path):
 
 
 def test_snapshot_keeps_endpoint_names_when_the_larger_key_came_first(tmp_path):
-    # "bob" is created before "alice", so networkx lists the edge as (bob, alice)
+    # "bob" is created before "alice": the relation still has its endpoints in key order
     graph = graph_of([ent("Bob", "c1")], [rel("Alice", "Bob", "c2"), rel("Bob", "alice", "c3")])
-    assert list(graph.graph.edges) == [("bob", "alice")]
+    assert graph.held_pairs() == [("alice", "bob")]
     workspace = Workspace(str(tmp_path / "ws"))
     save_snapshot(workspace, graph, 1)
     fresh = ShardGraph(0, 1)
@@ -400,8 +400,8 @@ def test_views_read_between_writes_are_never_stale():
                 graph.remove_chunks(set(arg))
             else:
                 graph.add_summaries({fragments_hash(graph.entity_fragments("ann")): "Ann, summarised."})
-        read.neighborhood(sorted(read.graph.nodes), None)  # fills the caches
-        read.fetch(sorted(read.graph.nodes), [tuple(sorted(e)) for e in read.graph.edges])
+        read.neighborhood(read.held_keys(), None)  # fills the caches
+        read.fetch(read.held_keys(), read.held_pairs())
         assert read.export() == ShardGraph.export(unread)
     ann = read.entity("ann")
     assert (ann["name"], ann["type"], ann["description"]) == ("ANN", "place", "Ann, summarised.")
@@ -446,7 +446,7 @@ def job_steps(seed: int) -> tuple[Rows, Rows, set[str], dict[str, str]]:
     removed = set(chunks[1::5]) - job
     known = ShardGraph(0, 1)
     known.apply(*copy.deepcopy(base))
-    summaries = {fragments_hash(known.entity_fragments(k)): f"{k} in short" for k in sorted(known.graph.nodes)[:4]}
+    summaries = {fragments_hash(known.entity_fragments(k)): f"{k} in short" for k in known.held_keys()[:4]}
     return base, added, removed, summaries
 
 
@@ -465,9 +465,9 @@ def test_readers_see_the_published_graph_until_the_job_is_published(seed):
     base, added, removed, summaries = job_steps(seed)
     finished = ShardGraph(0, 1)  # the same writes without a job
     finished.apply(*copy.deepcopy(base))
-    keys = sorted(finished.graph.nodes)
+    keys = finished.held_keys()
     run_job(finished, added, removed, summaries, keys)
-    keys = sorted(set(keys) | set(finished.graph.nodes))
+    keys = sorted(set(keys) | set(finished.held_keys()))
     graph, unread = ShardGraph(0, 1), ShardGraph(0, 1)
     for each in (graph, unread):
         each.apply(*copy.deepcopy(base))
@@ -487,11 +487,11 @@ def test_a_rolled_back_job_leaves_the_published_graph_and_marks_what_it_touched(
     graph = ShardGraph(0, 1)
     graph.apply(*copy.deepcopy(base))
     graph.take_changes()
-    keys = sorted(graph.graph.nodes | {row["key"] for row in added[0]})
-    before, old_keys = reads(graph, keys), set(graph.graph.nodes)
+    keys = sorted(set(graph.held_keys()) | {row["key"] for row in added[0]})
+    before, old_keys = reads(graph, keys), set(graph.held_keys())
     graph.begin()
     run_job(graph, added, removed, summaries, keys, published=before)
-    new_keys = set(graph.graph.nodes) - old_keys
+    new_keys = set(graph.held_keys()) - old_keys
     graph.rollback()
     assert reads(graph, keys) == before
     assert graph.entity(keys[0]) == graph.published.entity(keys[0]) and graph.live is graph.published

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lightrag_ray.index.pipeline import index_paths
+from lightrag_ray.service.indexing import index_paths
 from tests.graph_helpers import dump_graph
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,9 +12,9 @@ from lightrag_ray.config import Settings, load_settings
 from lightrag_ray.core.context import ENTITY_HEADER, RELATION_HEADER
 from lightrag_ray.core.names import entity_key
 from lightrag_ray.core.tokenizer import count_tokens
-from lightrag_ray.index.pipeline import index_paths
+from lightrag_ray.service.indexing import index_paths
 from lightrag_ray.query.engine import QueryParam
-from lightrag_ray.query.session import LocalSession
+from lightrag_ray.service.session import LocalSession
 from lightrag_ray.storage.workspace import Workspace
 
 CORPUS = {

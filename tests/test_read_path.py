@@ -12,10 +12,11 @@ import ray
 from lightrag_ray.config import GraphConfig
 from lightrag_ray.core.records import EntityRecord, RelationRecord
 from lightrag_ray.query.engine import QueryParam
-from lightrag_ray.query.session import LocalSession
-from lightrag_ray.storage.graph_calls import shard_actor_name
-from lightrag_ray.storage.graph_reader import GraphUnavailableError, ShardReader
-from lightrag_ray.storage.graph_router import GraphRouter
+from lightrag_ray.service.session import LocalSession
+from lightrag_ray.storage.graph.actor import shard_actor_name
+from lightrag_ray.storage.graph.reader import GraphUnavailableError, ShardReader
+from lightrag_ray.storage.graph.writer import GraphRouter
+from tests.graph_helpers import shard_ref
 from tests.test_query import index_corpus
 
 QUESTIONS = [
@@ -54,7 +55,7 @@ def test_replicas_hold_the_same_graph_and_answers_do_not_depend_on_them(indexed,
     assert any(c["entities"] for c in single) and any(c["chunks"] for c in single)
     with LocalSession(indexed) as session:
         for shard in range(2):
-            views = [ray.get(_replica(indexed, shard, r).export.remote())[1] for r in range(2)]
+            views = [ray.get(shard_ref(_replica(indexed, shard, r), "export"))[1] for r in range(2)]
             assert views[0] == views[1] and views[0]["entities"]
         assert _contexts(session) == single
         for shard in range(2):  # first replicas gone for good: the second ones answer alone
@@ -105,7 +106,7 @@ def test_readers_keep_the_published_graph_of_a_writer_that_dies_mid_job(ray_clus
     first = GraphRouter(workspace, config, keep_alive=True)
     first.apply([EntityRecord("Ann", "person", "Ann paints.", "c1", "a.txt")], [])
     published = first.export()
-    ray.get([shard.begin.remote() for copies in first.shards for shard in copies])  # it opens a job, and dies in it
+    ray.get([shard_ref(shard, "begin") for copies in first.shards for shard in copies])  # it opens a job, and dies in it
     first.apply([EntityRecord("Bob", "person", "Bob sings.", "c2", "b.txt")],
                 [RelationRecord("Ann", "Bob", "friends", "Ann knows Bob.", "c2", 1.0)])
     assert first.counts() == {"entities": 2, "relations": 1}  # the writer's own view

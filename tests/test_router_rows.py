@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lightrag_ray.core.names import entity_key
 from lightrag_ray.core.records import EntityRecord, RelationRecord
-from lightrag_ray.storage.graph_calls import entity_rows, relation_rows
+from lightrag_ray.core.graph.routing import entity_rows, relation_rows
 
 
 def test_rows_equal_the_records_fields_plus_keys_and_are_new_dicts():

@@ -16,13 +16,8 @@ import pytest
 from lightrag_ray.cli.failures import report_failure
 from lightrag_ray.core.errors import short_error
 from lightrag_ray.models.embedding import make_embedder
-from lightrag_ray.serve.workspace_service import (
-    CANCELLED,
-    PENDING,
-    PROCESSING,
-    WorkspaceService,
-    WriteBusy,
-)
+from lightrag_ray.service.jobs import CANCELLED, PENDING, PROCESSING
+from lightrag_ray.service.workspace_service import WorkspaceService, WriteBusy
 from tests.net_helpers import free_port
 from tests.test_index_pipeline import DOC_A, DOC_B
 

@@ -22,8 +22,10 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from lightrag_ray.core.context import Budgets, build_context
+from lightrag_ray.core.subgraph import search_labels
 from lightrag_ray.serve.api_models import DocumentsRequest, lightrag_data
-from lightrag_ray.serve.lightrag_routes import LazyCORS, paginate, pipeline_status, search_labels
+from lightrag_ray.serve.document_views import paginate, pipeline_status
+from lightrag_ray.serve.http_guard import LazyCORS
 from tests.scripted_llm import ANSWER_PREFIX, ScriptedLLM
 from tests.test_serve import API_KEY, app, client, indexed, wait_for  # noqa: F401 - the app fixtures, reused
 

@@ -102,7 +102,7 @@ def test_queries_are_answered_while_the_workspace_owner_is_killed(app):
 
 
 def test_a_killed_shard_answers_503_or_waits_never_hangs(app):
-    from lightrag_ray.storage.graph_calls import shard_actor_name
+    from lightrag_ray.storage.graph.actor import shard_actor_name
 
     with httpx.Client(base_url=app, timeout=60) as client:
         expected = _names(client.post("/query/data", json=QUERY).json())

@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from lightrag_ray.storage.graph_calls import shard_actor_name
+from lightrag_ray.storage.graph.actor import shard_actor_name
+from tests.graph_helpers import shard_ref
 from tests.net_helpers import free_port
 from tests.test_index_pipeline import DOC_A, DOC_B
 from tests.test_serve import wait_for
@@ -59,7 +60,7 @@ def live_entities(ray, settings) -> int:
     """Entities the shards hold now, merged or not (the writer's count, asked of the shard actors)."""
     shards = [ray.get_actor(shard_actor_name(settings.workspace, i, SHARDS), namespace=settings.ray.namespace)
               for i in range(SHARDS)]
-    return sum(counts["entities"] for _, counts in ray.get([s.counts.remote() for s in shards]))
+    return sum(counts["entities"] for _, counts in ray.get([shard_ref(s, "counts") for s in shards]))
 
 
 def embed_workers() -> list[str]:

@@ -7,11 +7,11 @@ import asyncio
 import copy
 from typing import Any
 
-from lightrag_ray.core.merge import ShardGraph
-from lightrag_ray.core.summary_bases import base_of, summary_input
+from lightrag_ray.core.graph.shard_graph import ShardGraph
+from lightrag_ray.core.graph.summary_bases import base_of, summary_input
 from lightrag_ray.core.tokenizer import count_tokens
 from lightrag_ray.index.summaries import level_messages, summarize
-from lightrag_ray.storage.graph_snapshot import load_snapshot, save_snapshot, snapshot_folder
+from lightrag_ray.storage.graph.snapshot import load_snapshot, save_snapshot, snapshot_folder
 from lightrag_ray.storage.workspace import Workspace
 from tests.test_merge import ent, graph_of, rel, rows
 

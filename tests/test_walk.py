@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import re
+from pathlib import Path
+
+import pytest
 
 from lightrag_ray.core.names import entity_key
 from lightrag_ray.core.walk import passage_walk, split_restart
@@ -17,6 +21,15 @@ BRIDGE = [
     "Owen Hale directed the film Blue Meadow.",
 ]
 QUESTION = "Where did the director of the film Dark Harbour grow up?"
+BOOK = Path(__file__).resolve().parents[1] / "lightrag_ray" / "data" / "christmas_carol.txt"
+
+
+@pytest.fixture(scope="module")
+def book_passages() -> list[str]:
+    """Passages of three sentences from the bundled book (its first ~400 sentences)."""
+    text = BOOK.read_text(encoding="utf-8")
+    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if 40 < len(s.strip()) < 300][:400]
+    return [" ".join(sentences[i:i + 3]) for i in range(0, len(sentences), 3)]
 
 
 def test_the_walk_reaches_a_passage_linked_to_a_seed_by_a_shared_entity():
@@ -70,3 +83,16 @@ def test_walk_is_the_default_mode_everywhere():
     from lightrag_ray.serve.api_models import MODES as SERVE_MODES
 
     assert DEFAULT_MODE == QueryParam().mode == CLI_MODES[0] == "walk" and "walk" in SERVE_MODES
+
+
+def test_walk_retrieves_the_same_passages_over_any_number_of_shards(book_passages):
+    """The shards' rows of a walk's hop arrive sorted by key, so ties and float sums of the
+    PageRank do not depend on how many shards answered (a reshard changes nothing)."""
+    questions = ["Who is Scrooge?", "What did Marley say?", "Where does Bob Cratchit live?", "Who is Tiny Tim?",
+                 "What is Fezziwig's ball?", "Who is Belle?", "What does the Ghost of Christmas Past show?",
+                 "Why is Marley in chains?"]
+    found = {}
+    for shards in (1, 2, 8):
+        engine, _ = _engine(book_passages, num_shards=shards)
+        found[shards] = [[c["text"] for c in retrieve(engine, q, mode="walk")[0].chunks] for q in questions]
+    assert all(found[1]) and found[2] == found[1] and found[8] == found[1]

@@ -1,5 +1,5 @@
 """Where ``lightrag-ray serve --webui`` finds LightRAG's built WebUI (webui_source), the index
-page's runtime config and path checks (webui_routes), and the WebUI's files needing no API key."""
+page's runtime config and path checks (serve.routes.webui), and the WebUI's files needing no API key."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 
 from lightrag_ray.serve import webui_source
 from lightrag_ray.serve.http_guard import RequestGuard
-from lightrag_ray.serve.webui_routes import runtime_config, webui_file
+from lightrag_ray.serve.routes.webui import runtime_config, webui_file
 from lightrag_ray.serve.webui_source import WebUINotFound, extract_wheel, fetch_webui, find_webui
 
 

@@ -90,21 +90,29 @@ def browser(webui_app) -> Iterator[Any]:
 
 
 def wait_until(driver: Any, what: Callable[[Any], Any], message: str, timeout_s: float = UI_WAIT_S) -> Any:
-    """``what(driver)`` once it is truthy (WebDriverWait), failing with ``message``."""
+    """``what(driver)`` once it is truthy (WebDriverWait), failing with ``message``; an element
+    React replaced meanwhile (stale) counts as not yet."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout_s, poll_frequency=0.5).until(what, message)
+    waiting = WebDriverWait(driver, timeout_s, poll_frequency=0.5, ignored_exceptions=[StaleElementReferenceException])
+    return waiting.until(what, message)
 
 
-def tab(driver: Any, name: str) -> Any:
-    """Open the WebUI tab ``name``; returns its panel."""
+def tab(driver: Any, name: str) -> Callable[[], Any]:
+    """Open the WebUI tab ``name``; returns a function that finds its panel afresh (React may
+    re-render it, which leaves an element found earlier stale)."""
     from selenium.webdriver.common.by import By
 
     button = wait_until(driver, lambda d: d.find_element(By.XPATH, f"//button[@role='tab' and normalize-space()='{name}']"),
                         f"no {name} tab")
     button.click()
-    panel = driver.find_element(By.ID, button.get_attribute("aria-controls"))
-    wait_until(driver, lambda d: panel.get_attribute("data-state") == "active", f"the {name} tab did not open")
+    panel_id = button.get_attribute("aria-controls")
+
+    def panel() -> Any:
+        return driver.find_element(By.ID, panel_id)
+
+    wait_until(driver, lambda d: panel().get_attribute("data-state") == "active", f"the {name} tab did not open")
     return panel
 
 
@@ -164,22 +172,22 @@ def test_graph_tab_shows_the_entities_with_lightrags_properties(browser, shots):
 
     browser.refresh()  # the graph as it is after the upload
     panel = tab(browser, "Knowledge Graph")
-    counts = wait_until(browser, lambda d: re.search(r"node: ([1-9]\d*)\s+edge: ([1-9]\d*)", panel.text),
+    counts = wait_until(browser, lambda d: re.search(r"node: ([1-9]\d*)\s+edge: ([1-9]\d*)", panel().text),
                         "the graph shows no nodes")
     assert int(counts.group(1)) >= 6 and int(counts.group(2)) >= 4  # both documents' entities
-    assert panel.find_elements(By.TAG_NAME, "canvas")
-    panel.find_element(By.XPATH, ".//button[.//*[contains(@class,'lucide-book-open')]]").click()  # the legend
-    wait_until(browser, lambda d: "Legend" in panel.text, "no legend")
-    legend = panel.text.split("Legend", 1)[1]
+    assert panel().find_elements(By.TAG_NAME, "canvas")
+    panel().find_element(By.XPATH, ".//button[.//*[contains(@class,'lucide-book-open')]]").click()  # the legend
+    wait_until(browser, lambda d: "Legend" in panel().text, "no legend")
+    legend = panel().text.split("Legend", 1)[1]
     assert "Person" in legend or "person" in legend  # entity types, from entity_type
-    search = panel.find_element(By.CSS_SELECTOR, "input[placeholder='Search nodes in page...']")
+    search = panel().find_element(By.CSS_SELECTOR, "input[placeholder='Search nodes in page...']")
     search.click()
     search.send_keys("Captain Ahab")
     option = wait_until(browser, lambda d: only_option(d, "Captain Ahab"),
                         "the node search does not narrow down to Captain Ahab")  # (it filters after a pause)
     option.click()
-    wait_until(browser, lambda d: re.search(r"ID\s*:\s*Captain Ahab", panel.text), "no properties panel for Captain Ahab")
-    properties = panel.text
+    wait_until(browser, lambda d: re.search(r"ID\s*:\s*Captain Ahab", panel().text), "no properties panel for Captain Ahab")
+    properties = panel().text
     browser.save_screenshot(str(shots / "4_graph.png"))
     # the WebUI's names for entity_id, entity_type, file_path and source_id
     assert re.search(r"Name\s*:\s*Captain Ahab", properties), properties
@@ -198,8 +206,8 @@ def test_retrieval_tab_answers_with_the_scripted_llm(browser, shots):
     query = browser.find_element(By.ID, "query-input")
     query.send_keys("Who hunted Moby Dick?")
     query.send_keys(Keys.ENTER)
-    wait_until(browser, lambda d: ANSWER_PREFIX in panel.text, "no answer in the retrieval tab")
-    wait_until(browser, lambda d: "Response time" in panel.text, "the answer did not finish")
+    wait_until(browser, lambda d: ANSWER_PREFIX in panel().text, "no answer in the retrieval tab")
+    wait_until(browser, lambda d: "Response time" in panel().text, "the answer did not finish")
     browser.save_screenshot(str(shots / "5_retrieval.png"))
     clean_console(browser)
 

@@ -263,6 +263,32 @@ def test_compact_merges_many_parts_into_one(workspace, monkeypatch):
     assert extraction_cache.from_row(before_fp2["chunk-1"]) == sample_extraction()
 
 
+def test_compact_rewrites_only_the_small_parts_in_bounded_groups(workspace, monkeypatch):
+    monkeypatch.setattr(extraction_cache, "COMPACT_AFTER_PARTS", 3)
+    def texts() -> Extraction:  # incompressible descriptions: a merged part is as large as its parts
+        return Extraction(entities=[EntityRecord(f"Name {i}", "person", os.urandom(200).hex(), "c", "f")
+                                    for i in range(20)])
+
+    for i in range(8):
+        extraction_cache.write_rows(workspace, [extraction_cache.to_row(f"chunk-{i}", "doc", "fp", texts(), 1)])
+    part_size = max(workspace.fs.get_file_info(p).size for p in workspace.list_files(extraction_cache.TABLE))
+    monkeypatch.setattr(extraction_cache, "COMPACTED_PART_BYTES", 3 * part_size)  # about three parts a group
+    before = extraction_cache.load_cache(workspace, "fp")
+    extraction_cache.compact(workspace)
+    compacted = workspace.list_files(extraction_cache.TABLE)
+    assert 2 <= len(compacted) <= 4  # groups of about three parts, not one file of everything
+    assert extraction_cache.load_cache(workspace, "fp") == before
+
+    # the groups, now as large as a compacted part is meant to be, are not rewritten again
+    for i in range(8, 12):
+        extraction_cache.write_rows(workspace, [extraction_cache.to_row(f"chunk-{i}", "doc", "fp", texts(), 1)])
+    big = {p for p in compacted if workspace.fs.get_file_info(p).size >= 3 * part_size // 2}
+    extraction_cache.compact(workspace)
+    after = set(workspace.list_files(extraction_cache.TABLE))
+    assert big and big <= after
+    assert set(extraction_cache.load_cache(workspace, "fp")) == {f"chunk-{i}" for i in range(12)}
+
+
 def test_compact_with_the_real_threshold(tmp_path):
     workspace = Workspace(str(tmp_path / "ws"))
     for i in range(256):
