@@ -8,6 +8,7 @@ import pytest
 
 from lightrag_ray.index import pipeline
 from lightrag_ray.core.names import entity_key
+from lightrag_ray.serve.document_views import doc_view
 from lightrag_ray.service.indexing import index_paths
 from lightrag_ray.storage import doc_status
 from lightrag_ray.storage.manifest import WorkspaceMismatchError
@@ -155,8 +156,21 @@ def test_bad_files_get_clear_errors_and_the_rest_indexes(ray_cluster, llm, make_
     assert set(errors) == {"empty.txt", "blob.txt", "latin1.txt"}
     assert "empty" in errors["empty.txt"] and "binary" in errors["blob.txt"] and "UTF-8" in errors["latin1.txt"]
     assert report.docs_new == 1 and report.entities > 0
-    statuses = doc_status.counts(doc_status.load(Workspace(settings.workspace)))
-    assert statuses == {doc_status.PROCESSED: 1, doc_status.FAILED: 3}
+    rows = doc_status.load(Workspace(settings.workspace))
+    assert doc_status.counts(rows) == {doc_status.PROCESSED: 1, doc_status.FAILED: 3}
+    # the WebUI's document list shows the start of each text and its length (LightRAG's fields)
+    views = {row["file_path"].rsplit("/", 1)[1]: doc_view(row) for row in rows.values()}
+    assert views["good.txt"]["content_length"] == len(DOC_A)
+    assert views["good.txt"]["content_summary"] == " ".join(DOC_A.split())  # under 250 characters: all of it
+    assert views["blob.txt"]["content_summary"] == "" and views["blob.txt"]["content_length"] == 0
+
+
+def test_a_document_summary_is_the_start_of_its_text():
+    long = "word " * 100 + "\n\n  tail"
+    summary = doc_status.content_summary(long)
+    assert summary.endswith("...") and len(summary) <= doc_status.SUMMARY_CHARS + 3 and "  " not in summary
+    assert summary.startswith("word word") and "tail" not in summary
+    assert doc_status.content_summary(" Short\n text ") == "Short text"
 
 
 def test_workspace_refuses_a_different_embedding_model(ray_cluster, llm, make_settings, tmp_path):

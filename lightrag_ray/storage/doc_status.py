@@ -19,8 +19,17 @@ SCHEMA = pa.schema(
         ("error", pa.string()),
         ("chunks", pa.int64()),
         ("updated", pa.string()),
+        ("content_summary", pa.string()),  # absent in workspaces indexed before it: read as ""
+        ("content_length", pa.int64()),
     ]
 )
+SUMMARY_CHARS = 250  # LightRAG Server shows the first 250 characters of a document
+
+
+def content_summary(text: str) -> str:
+    """The start of a document's text, whitespace collapsed, for document lists."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= SUMMARY_CHARS else flat[:SUMMARY_CHARS].rstrip() + "..."
 
 
 def load(workspace: Workspace) -> dict[str, dict[str, Any]]:
@@ -29,7 +38,8 @@ def load(workspace: Workspace) -> dict[str, dict[str, Any]]:
 
 
 def update(workspace: Workspace, changes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Upsert status rows (doc_id, file_path, status, error, chunks) and save."""
+    """Upsert status rows (doc_id, file_path, status, error, chunks, content_summary,
+    content_length) and save."""
     rows = load(workspace)
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     for change in changes:

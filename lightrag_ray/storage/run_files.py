@@ -21,7 +21,7 @@ from lightrag_ray.storage.workspace import Workspace
 
 RUNS = "runs"
 DOCUMENTS_SCHEMA = pa.schema([("doc_id", pa.string()), ("file_path", pa.string()), ("chunks", pa.int64()),
-                              ("error", pa.string())])
+                              ("error", pa.string()), ("content_summary", pa.string()), ("content_length", pa.int64())])
 OUTCOMES_SCHEMA = pa.schema([("chunk_id", pa.string()), ("doc_id", pa.string()), ("error", pa.string())])
 
 

@@ -40,7 +40,8 @@ class ChunkDocuments:
             if doc["error"]:
                 counts["docs_failed"] += 1
                 errors.append({"file_path": doc["file_path"], "error": doc["error"]})
-                documents.append({"doc_id": doc["doc_id"], "file_path": doc["file_path"], "chunks": 0, "error": doc["error"]})
+                documents.append({"doc_id": doc["doc_id"], "file_path": doc["file_path"], "chunks": 0, "error": doc["error"],
+                                  "content_summary": "", "content_length": 0})
             elif doc["doc_id"] in self.processed or doc["doc_id"] in seen:
                 counts["docs_skipped"] += 1
             else:
@@ -50,7 +51,9 @@ class ChunkDocuments:
                                   file_path=doc["file_path"])
                 chunks += rows
                 counts["docs_new"] += 1
-                documents.append({"doc_id": doc["doc_id"], "file_path": doc["file_path"], "chunks": len(rows), "error": ""})
+                documents.append({"doc_id": doc["doc_id"], "file_path": doc["file_path"], "chunks": len(rows), "error": "",
+                                  "content_summary": doc_status.content_summary(doc["text"]),
+                                  "content_length": len(doc["text"])})
         counts["chunks"] = len(chunks)
         for start in range(0, len(chunks), PART_ROWS):
             self.run.append("chunks", chunks[start : start + PART_ROWS])

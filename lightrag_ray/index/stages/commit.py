@@ -54,7 +54,8 @@ def finish_documents(run: RunFiles, cancelled: str = "") -> dict[str, Any]:
             newly_failed += 1
             errors.append({"file_path": row["file_path"], "error": error})
         changes[row["doc_id"]] = {"doc_id": row["doc_id"], "file_path": row["file_path"], "chunks": row["chunks"],
-                                  "status": doc_status.FAILED if error else doc_status.PROCESSED, "error": error}
+                                  "status": doc_status.FAILED if error else doc_status.PROCESSED, "error": error,
+                                  "content_summary": row["content_summary"] or "", "content_length": row["content_length"] or 0}
     if changes:
         doc_status.update(run.workspace, list(changes.values()))
     run.adopt_chunks()
