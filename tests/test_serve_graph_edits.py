@@ -11,6 +11,7 @@ insert that keeps the workspace busy comes last.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -250,3 +251,18 @@ def test_edit_while_an_insert_runs_is_409(client, indexed):  # noqa: F811
     assert "Pipeline is busy" in response.json()["detail"] and job["track_id"] in response.json()["detail"]
     assert response.headers["Retry-After"]
     assert ok(client.post("/graph/entity/edit", json=edit))["data"]["graph_data"]["entity_type"] == "WRITER"
+
+
+def test_refusals_are_answers_not_errors_in_the_owner_log(client, indexed):  # noqa: F811
+    """Refused edits (400/404) and the busy 409 above are normal answers: the workspace owner
+    returns them rather than raising, so Serve logs no ERROR with a traceback for them."""
+    import ray
+
+    refused(client.post("/graph/entity/edit", json={"entity_name": "Nobody Known", "updated_data": {"description": "x"}}),
+            400, "Entity 'Nobody Known' does not exist")
+    logs = Path(ray._private.worker._global_node.get_logs_dir_path()) / "serve"
+    owner_logs = list(logs.glob("replica_*WorkspaceDeployment*.log"))
+    assert owner_logs, sorted(p.name for p in logs.iterdir())
+    text = "".join(p.read_text(encoding="utf-8", errors="replace") for p in owner_logs)
+    assert "edit_graph" in text  # the owner logged the requests themselves
+    assert "GraphEditError" not in text and "WriteBusy" not in text and "Traceback" not in text

@@ -37,6 +37,7 @@ from lightrag_ray.serve.deployments import (
     HandleVectorIndex,
     LLMDeployment,
     WorkspaceDeployment,
+    WriterHandle,
     llm_failure,
 )
 from lightrag_ray.serve.http_guard import DEFAULT_CORS_ORIGINS, LazyCORS, RequestGuard
@@ -115,7 +116,7 @@ class Ingress:
         self.api_key = api_key
         self.webui_dir = webui_dir
         self.settings = Settings.model_validate(settings)
-        self.workspace = workspace
+        self.workspace = WriterHandle(workspace)  # the owner's refusals raised here, not logged there
         self.input_dir = input_dir or f"{self.settings.workspace}/inputs"
         self.embedder = embedder
         self.llm = HandleLLM(llm) if self.settings.llm.backend != "none" else None

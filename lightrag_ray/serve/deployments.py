@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -143,6 +144,38 @@ class HandleVectorIndex:
         return await self.handle.get.remote(kind, ids, output_fields)
 
 
+@dataclass
+class Refused:
+    """A write the workspace owner refused (busy, a rejected insert, an impossible edit),
+    returned instead of raised: Serve logs every exception a replica raises as an ERROR
+    with its traceback, and these are normal 400/404/409 answers."""
+
+    error: Exception
+
+
+class WriterHandle:
+    """The workspace deployment's handle as the ingress uses it (``await
+    writer.delete.remote(doc_ids)``); a refusal is raised again here, as the exception the
+    service raised."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    def __getattr__(self, name: str) -> Any:
+        return _RefusalRaising(getattr(self.handle, name))
+
+
+class _RefusalRaising:
+    def __init__(self, method: Any) -> None:
+        self.method = method
+
+    async def remote(self, *args: Any) -> Any:
+        result = await self.method.remote(*args)
+        if isinstance(result, Refused):
+            raise result.error
+        return result
+
+
 @serve.deployment(ray_actor_options={"num_cpus": 0.1, **SERVING}, max_ongoing_requests=512, health_check_timeout_s=120)
 class WorkspaceDeployment:
     """The single writer of the workspace: it owns the graph shard actors (detached, so
@@ -212,7 +245,10 @@ class WorkspaceDeployment:
             raise AttributeError(name)
 
         async def call(*args: Any) -> Any:
-            result = await asyncio.to_thread(getattr(await self._service(), name), *args)
+            try:
+                result = await asyncio.to_thread(getattr(await self._service(), name), *args)
+            except WorkspaceService.REFUSALS as exc:
+                return Refused(exc)
             if name in WorkspaceService.QUEUEING and result is not None and result["status"] == "pending":
                 self.jobs.put_nowait(result["track_id"])
             return result

@@ -18,13 +18,14 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from lightrag_ray.config import Settings
+from lightrag_ray.core.manual_edits import GraphEditError
 from lightrag_ray.index.documents import input_filesystem, list_input_files, parse_file, read_input
 from lightrag_ray.models.embedding import Embedder
 from lightrag_ray.ray_runtime import quiet_ray_data
 from lightrag_ray.service import status
 from lightrag_ray.service.deletion import delete_documents
 from lightrag_ray.service.graph_edits import GraphEditor
-from lightrag_ray.service.jobs import PROCESSING, InsertJobs, new_track_id, now
+from lightrag_ray.service.jobs import PROCESSING, InsertJobs, InsertRejected, new_track_id, now
 from lightrag_ray.service.opening import open_workspace
 from lightrag_ray.storage import doc_status, extraction_cache
 
@@ -41,6 +42,7 @@ class WorkspaceService(InsertJobs):
     """Insert jobs, deletion, graph edits, document management and status over one workspace."""
 
     QUEUEING = ("submit", "scan", "reprocess_failed")  # they return a job the caller must have run
+    REFUSALS = (WriteBusy, InsertRejected, GraphEditError)  # expected refusals (HTTP 400/404/409), not faults
 
     def __init__(self, settings: Settings, embedder: Embedder) -> None:
         self.opened = open_workspace(settings, "writer", keep_alive=True, embedding_dim=embedder.dim)

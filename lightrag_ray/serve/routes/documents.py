@@ -72,7 +72,7 @@ async def _write(call: Awaitable[Any]) -> tuple[Any, Any]:
     try:
         return await call, None
     except WriteBusy as exc:
-        return None, getattr(exc, "cause", None) or exc  # Ray's wrapper holds the raised one as ``cause``
+        return None, exc
 
 
 def _busy_response(busy: Any) -> JSONResponse:

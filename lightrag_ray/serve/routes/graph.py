@@ -76,11 +76,9 @@ async def _edit(replica: Replica, operation: str, *args: Any) -> Any:
     try:
         return await replica.workspace.edit_graph.remote(operation, *args)
     except GraphEditError as exc:
-        cause = getattr(exc, "cause", None) or exc
-        raise HTTPException(cause.status, str(cause)) from None
+        raise HTTPException(exc.status, str(exc)) from None
     except WriteBusy as exc:
-        cause = getattr(exc, "cause", None) or exc
-        raise HTTPException(409, f"Pipeline is busy with another operation: {cause}",
+        raise HTTPException(409, f"Pipeline is busy with another operation: {exc}",
                             headers={"Retry-After": "5"}) from None
 
 
