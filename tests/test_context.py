@@ -50,6 +50,18 @@ def test_sections_and_total_stay_within_their_budgets():
         assert context.found == {"entities": len(entities), "relations": len(relations), "chunks": len(chunks)}
 
 
+def test_a_graph_line_longer_than_the_budget_is_skipped_and_the_lines_after_it_are_kept():
+    """A hub's joined fast-mode description (28k characters for "American" on HotpotQA) must not
+    empty the whole entity section."""
+    hub = {"name": "American", "type": "proper_noun", "description": "An American film. " * 2000}
+    specific = [{"name": f"Person {i}", "type": "person", "description": f"Person {i} sailed."} for i in range(3)]
+    relations = [{"source": "A", "target": "B", "keywords": "k", "description": "word " * 5000},
+                 {"source": "A", "target": "C", "keywords": "k", "description": "A met C."}]
+    context = build_context([specific[0], hub, *specific[1:]], relations, [], Budgets(500, 500, 3000))
+    assert [e["name"] for e in context.entities] == ["Person 0", "Person 1", "Person 2"]
+    assert [r["target"] for r in context.relations] == ["C"] and "American" not in context.text
+
+
 @pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
 def test_a_line_break_adds_at_most_join_excess_tokens_to_the_parts_counted_apart(encoding):
     """The bound build_context relies on to count lines one by one (JOIN_EXCESS)."""

@@ -25,6 +25,10 @@ def test_demo_builds_answers_with_references_and_writes_the_graph_page(ray_clust
     assert built and all(int(n) > 0 for n in built.groups()), out
     assert re.search(r"Top entities by degree: .*Scrooge", out)
     assert out.count("\nQ: ") == 2 and out.count("context only: no LLM configured") == 2
+    for answer in out.split("\nQ: ")[1:]:  # the default mode (walk) answers with graph facts, not passages alone
+        facts = re.findall(r"^   \* (.+?)(?: \(\w+\))?: ", answer, re.MULTILINE)
+        assert facts and any(" <-> " in fact for fact in facts), answer
+    assert re.search(r"^   \* Jacob Marley\b", out.split("\nQ: ")[1], re.MULTILINE)  # the first question's subject
 
     stored = {row["chunk_id"] for row in Workspace(str(workspace)).read_rows("chunks")}
     cited = re.findall(r"\[(\d+)\] christmas_carol\.txt \((chunk-[0-9a-f]{32})\)", out)

@@ -294,8 +294,9 @@ def test_lightrag_data_joins_sources_and_numbers_references_per_file():
                                       "reference_id": ""}]
 
 
-def test_query_data_has_the_keys_lightrag_clients_read(client, fleet):  # noqa: F811
-    response = client.post("/query/data", json=FLEET_QUERY)
+@pytest.mark.parametrize("mode", ["mix", "walk"])  # walk, the default: graph facts too, not passages alone
+def test_query_data_has_the_keys_lightrag_clients_read(client, fleet, mode):  # noqa: F811
+    response = client.post("/query/data", json={**FLEET_QUERY, "mode": mode})
     assert response.status_code == 200, response.text
     body = response.json()
     assert body.keys() == {"status", "message", "data", "metadata"} and body["status"] == "success"
@@ -316,7 +317,7 @@ def test_query_data_has_the_keys_lightrag_clients_read(client, fleet):  # noqa: 
     nora = next(e for e in data["entities"] if e["entity_name"] == "Nora Vale")
     assert nora["file_path"] == "fleet.txt" and nora["reference_id"] == "1" and nora["source_id"].count("<SEP>") == 1
     metadata = body["metadata"]
-    assert metadata["query_mode"] == "mix" and metadata["keywords"] == {"high_level": ["ships"], "low_level": ["Nora Vale"]}
+    assert metadata["query_mode"] == mode and metadata["keywords"] == {"high_level": ["ships"], "low_level": ["Nora Vale"]}
     info = metadata["processing_info"]
     assert PROCESSING_KEYS <= info.keys() and info["final_chunks_count"] == len(data["chunks"])
     assert info["entities_after_truncation"] == len(data["entities"]) <= info["total_entities_found"]

@@ -51,7 +51,8 @@ def _print_answer(question: str, result: QueryResult, generated: bool) -> None:
 
 
 async def _answer(session: LocalSession, question: str) -> QueryResult:
-    return await session.engine.query(question, QueryParam(mode="mix", chunk_top_k=8), generate=session.llm is not None)
+    """The default mode's answer (its context, without an LLM): graph facts and passages."""
+    return await session.engine.query(question, QueryParam(chunk_top_k=8), generate=session.llm is not None)
 
 
 def run_demo(settings: Settings, html: str | None = None) -> dict[str, Any]:

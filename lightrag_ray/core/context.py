@@ -3,7 +3,8 @@
 The context has three sections: graph entities, graph relations and source passages,
 followed by a reference list. As in LightRAG, references are per file: passages of one file
 share its number, the files most passages come from numbered first (see file_references).
-Each section is cut to its budget: lines are counted one by one, plus a bound on what the
+Each graph section keeps the lines that fit its budget, in rank order; passages are kept
+as a prefix of their ranking. Lines are counted one by one, plus a bound on what the
 line breaks can add, and a section is counted whole only when that bound could pass its
 budget, so budgets hold for the text as the LLM counts it.
 """
@@ -110,8 +111,9 @@ def line_tokens(line: str, encoding: str) -> int:
 
 
 def _fit(header: str, items: list[Any], render, budget: int, encoding: str) -> tuple[list[Any], str, int]:
-    """The longest prefix of ``items`` whose rendered section stays within ``budget`` tokens,
-    the section's text and a bound on its tokens (at most ``budget``).
+    """The ``items`` in rank order that fit in ``budget`` tokens, each kept while it fits (one
+    too long for what is left is skipped: in fast mode a hub's joined description can outgrow
+    the whole budget), the section's text and a bound on its tokens (at most ``budget``).
 
     Lines are counted one by one; the whole text is counted again only when the joins could
     push it past the budget (see JOIN_EXCESS)."""
@@ -122,7 +124,7 @@ def _fit(header: str, items: list[Any], render, budget: int, encoding: str) -> t
         line = render(item)
         cost = line_tokens(line, encoding)
         if used + cost > budget:
-            break
+            continue
         kept.append(item)
         lines.append(line)
         used += cost

@@ -1,12 +1,15 @@
 """Personalized PageRank over an entity-passage graph (pure functions, no Ray).
 
 The graph is bipartite: an entity is linked to every passage that mentions it. A walk
-restarts at the seeds (the question's entities and its best passages by vector search)
-and spreads over shared entities, so a passage that no question word names but that a
-seed passage points to (the "bridge" of a multi-hop question) collects score.
+restarts at the seeds (the question's entities and passages by vector search) and spreads over shared
+entities, so a passage that no question word names but that a seed passage points to (the
+"bridge" of a multi-hop question) collects score; the entities the walk visits most are the
+ones the context describes.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -28,15 +31,23 @@ def split_restart(entity_seeds: dict[str, float], passage_seeds: dict[str, float
             {chunk: w * (1 - entity_share) / passage_total for chunk, w in passage_seeds.items()})
 
 
-def passage_walk(links: dict[str, list[str]], entity_seeds: dict[str, float], passage_seeds: dict[str, float],
-                 damping: float = DAMPING) -> dict[str, float]:
-    """Passage id -> visit probability of a walk restarting at the seeds (weights need not
-    sum to one), over ``links`` (entity key -> the passages mentioning it). Seed passages
-    with no entity keep their restart mass."""
+@dataclass(frozen=True)
+class WalkScores:
+    """Visit probabilities of a walk: passage id -> score and entity key -> score."""
+
+    passages: dict[str, float]
+    entities: dict[str, float]
+
+
+def walk_scores(links: dict[str, list[str]], entity_seeds: dict[str, float], passage_seeds: dict[str, float],
+                damping: float = DAMPING) -> WalkScores:
+    """Visit probabilities of a walk restarting at the seeds (weights need not sum to one),
+    over ``links`` (entity key -> the passages mentioning it), for every passage and every
+    entity of ``links``. Seed passages with no entity keep their restart mass."""
     entities = list(links)
     passages = list(dict.fromkeys([c for chunks in links.values() for c in chunks] + list(passage_seeds)))
     if not passages:
-        return {}
+        return WalkScores({}, {})
     e_index = {key: i for i, key in enumerate(entities)}
     p_index = {chunk: len(entities) + i for i, chunk in enumerate(passages)}
     rows = [e_index[key] for key, chunks in links.items() for _ in chunks]
@@ -53,7 +64,7 @@ def passage_walk(links: dict[str, list[str]], entity_seeds: dict[str, float], pa
     for chunk, weight in passage_seeds.items():
         restart[p_index[chunk]] += weight
     if restart.sum() <= 0:
-        return {}
+        return WalkScores({}, {})
     restart /= restart.sum()
     scores = restart.copy()
     for _ in range(ITERATIONS):
@@ -62,4 +73,5 @@ def passage_walk(links: dict[str, list[str]], entity_seeds: dict[str, float], pa
         scores = following
         if done:
             break
-    return {chunk: float(scores[p_index[chunk]]) for chunk in passages}
+    return WalkScores({chunk: float(scores[p_index[chunk]]) for chunk in passages},
+                      {key: float(scores[e_index[key]]) for key in entities})

@@ -4,7 +4,8 @@ Modes (LightRAG's): ``local`` low-level keywords -> entities -> their one-hop re
 ``global`` high-level keywords -> relations -> their endpoint entities; ``hybrid`` both;
 ``mix`` hybrid plus chunk vectors; ``naive`` chunk vectors only; ``bypass`` the LLM
 alone. Ours: ``walk`` (default) passages ranked by a personalized PageRank from the
-question's entities and best passages over the entity-passage graph (query.walk). Graph
+question's entities and best passages over the entity-passage graph (query.walk), with the
+entities it visits most and the relations among them. Graph
 passages (and ``mix``'s vector passages with them) are ranked by their similarity to the
 question, less a penalty for their place in the graph order (core.ranking.relevance_ranking).
 A query makes one keyword call (skipped when keywords are given) and one generation call.
@@ -30,7 +31,7 @@ from lightrag_ray.core.tokenizer import count_tokens
 from lightrag_ray.models.llm import LLMClient
 from lightrag_ray.query.params import DEFAULT_MODE, QueryParam
 from lightrag_ray.query.stores import GraphLookup, TextEmbedder, VectorIndex
-from lightrag_ray.query.walk import walk_chunk_ids
+from lightrag_ray.query.walk import WalkWeights, walk_ranking
 
 __all__ = ["DEFAULT_MODE", "AnswerStream", "Prepared", "QueryEngine", "QueryParam", "QueryResult"]  # params: re-exported
 # Which search vectors a mode uses: the question finds passages (and ranks graph passages),
@@ -101,6 +102,7 @@ class QueryEngine:
         self.vectors = vectors
         self.graph = graph
         self.llm = llm
+        self.walk_weights = WalkWeights()  # the measured defaults; scripts/bench_hotpotqa.py --walk-sweep varies them
 
     # ---- keywords -------------------------------------------------------------------
     async def keywords(self, question: str, param: QueryParam) -> tuple[Keywords, int]:
@@ -129,7 +131,12 @@ class QueryEngine:
 
     async def _local_items(self, ll_vector: Any, top_k: int) -> tuple[list, list]:
         """Entities found by the low-level keywords, their top relations."""
-        keys = [hit["key"] for hit in await self._search("entities", ll_vector, top_k)]
+        return await self._entities_with_relations([hit["key"] for hit in await self._search("entities", ll_vector, top_k)],
+                                                   top_k)
+
+    async def _entities_with_relations(self, keys: list[str], top_k: int) -> tuple[list, list]:
+        """The entities ``keys`` (best first) and their ``top_k`` best relations, those among
+        them first (one graph round)."""
         if not keys:
             return [], []
         found = await self.graph.neighborhood(keys, top_k)  # shards cut to top_k before building views
@@ -176,20 +183,21 @@ class QueryEngine:
         if param.mode == "bypass":
             return QueryContext(), Keywords(), 0
         keywords, calls, vectors = await self.search_vectors(question, param)
-        if param.mode == "walk":
-            entities, relations, vector_hits = [], [], []
-            chunk_ids = await walk_chunk_ids(self.vectors, self.graph, vectors.question, keywords.low, vectors.names,
-                                             param.chunk_top_k)
+        if param.mode == "walk":  # the most visited entities and the passages, read side by side
+            walked = await walk_ranking(self.vectors, self.graph, vectors.question, keywords.low, vectors.names,
+                                        param.chunk_top_k, self.walk_weights)
+            (entities, relations), chunks = await asyncio.gather(
+                self._entities_with_relations(walked.entity_keys[: param.top_k], param.top_k),
+                self._chunks(walked.chunk_ids[: param.chunk_top_k], []))
         elif param.mode == "naive":
             entities, relations = [], []
             vector_hits = await self._search("chunks", vectors.question, param.chunk_top_k)
-            chunk_ids = [hit["id"] for hit in vector_hits]
+            chunks = await self._chunks([hit["id"] for hit in vector_hits], vector_hits)
         else:  # the pool's ids and scores only: the few passages kept are read by id
             (entities, relations), pool = await asyncio.gather(
                 self._graph_items(param.mode, vectors.low, vectors.high, param.top_k),
                 self._search("chunks", vectors.question, max(param.chunk_top_k, SIMILARITY_POOL), ["id"]))
-            vector_hits, chunk_ids = [], self._graph_chunk_ids(param, entities, relations, pool)
-        chunks = await self._chunks(chunk_ids[: param.chunk_top_k], vector_hits)
+            chunks = await self._chunks(self._graph_chunk_ids(param, entities, relations, pool)[: param.chunk_top_k], [])
         reserved = self._reserved_tokens(question, param)
         budgets = Budgets(param.max_entity_tokens, param.max_relation_tokens, param.max_total_tokens)
         context = build_context(entities, relations, chunks, budgets, reserved_tokens=reserved,
