@@ -92,13 +92,19 @@ def test_a_running_job_makes_writes_busy_and_cancel_pipeline_stops_it(client, ll
     cache = client.post("/documents/clear_cache", json={})
     assert cache.status_code == 409 and cache.json()["track_id"] == job["track_id"]
 
+    assert client.get("/documents/pipeline_status").json()["cancellation_requested"] is False
     cancel = client.post("/documents/cancel_pipeline")
     assert cancel.status_code == 200 and cancel.json()["status"] == "cancellation_requested"
+    # the job stops after its extraction batch, whose LLM call takes 4 s: still running, asked to stop
+    status = client.get("/documents/pipeline_status").json()
+    assert status["cancellation_requested"] is True and status["busy"] is True, status
+    assert status["latest_message"].startswith(f"cancelling insert job {job['track_id']}")
     llm.latency_s = 0.0
     assert wait_for(client, job["track_id"])["job_status"] == "cancelled"
     assert "oslo.txt" in statuses(client)["failed"]
     assert client.post("/documents/cancel_pipeline").json() == {
         "status": "not_busy", "message": "Pipeline is not currently running. No cancellation needed."}
+    assert client.get("/documents/pipeline_status").json()["cancellation_requested"] is False  # the job ended
 
 
 def test_reprocess_failed_reruns_failed_documents_once_the_cause_is_gone(client, llm: ScriptedLLM):  # noqa: F811

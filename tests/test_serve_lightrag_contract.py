@@ -224,6 +224,10 @@ def test_pipeline_status_maps_the_running_and_queued_jobs():
     assert status["busy"] is True and status["docs"] == 2 and status["job_name"] == "insert insert_a"
     assert status["job_start"] == "t1" and status["request_pending"] is True and (status["cur_batch"], status["batchs"]) == (1, 1)
     assert status["history_messages"] == ["indexing 2 document(s) of insert job insert_a", "1 insert job(s) queued"]
+    assert status["cancellation_requested"] is False
+    cancelling = pipeline_status(statuses, cancelling=True)
+    assert cancelling["cancellation_requested"] is True and "cancelling insert job insert_a" in cancelling["history_messages"][1]
+    assert pipeline_status({"processed": statuses["processed"]}, cancelling=True)["cancellation_requested"] is False
 
 
 def test_paginate_pages_filters_and_sorts():

@@ -43,19 +43,22 @@ def paginate(statuses: dict[str, list[dict[str, Any]]], request: DocumentsReques
     }
 
 
-def pipeline_status(statuses: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def pipeline_status(statuses: dict[str, list[dict[str, Any]]], cancelling: bool = False) -> dict[str, Any]:
     """LightRAG's pipeline status from the insert queue: the running job (its documents are
-    the ``processing`` ones) is the pipeline's one batch; queued jobs are a pending request."""
+    the ``processing`` ones) is the pipeline's one batch; queued jobs are a pending request;
+    ``cancelling``: the running job was asked to stop (it stops after its extraction batch)."""
     running = statuses.get("processing", [])
     queued = {row["track_id"] for row in statuses.get("pending", [])}
     track = running[0]["track_id"] if running else ""
+    cancelling = cancelling and bool(running)
     messages = [f"indexing {len(running)} document(s) of insert job {track}"] if running else []
+    messages += [f"cancelling insert job {track}: it stops after its current extraction batch"] if cancelling else []
     messages += [f"{len(queued)} insert job(s) queued"] if queued else []
     return {
         "autoscanned": False, "busy": bool(running or queued), "job_name": f"insert {track}" if track else "",
         "job_start": running[0].get("updated") if running else None, "docs": len(running),
         "batchs": int(bool(running)), "cur_batch": int(bool(running)), "request_pending": bool(queued),
-        "cancellation_requested": False, "latest_message": messages[-1] if messages else "no insert job is running",
+        "cancellation_requested": cancelling, "latest_message": messages[-1] if messages else "no insert job is running",
         "history_messages": messages, "update_status": {},
     }
 

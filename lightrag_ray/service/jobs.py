@@ -200,7 +200,8 @@ class InsertJobs:
         return pending.index(track_id) + 1
 
     def documents(self) -> dict[str, Any]:
-        """Documents grouped by status, with those of queued jobs as pending/processing."""
+        """Documents grouped by status, with those of queued jobs as pending/processing, and
+        ``cancelling``: whether the running job was asked to stop."""
         known = doc_status.load(self.workspace)
         statuses: dict[str, list[dict[str, Any]]] = {}
         for row in known.values():
@@ -212,4 +213,6 @@ class InsertJobs:
                         statuses.setdefault(job["status"], []).append(
                             {"doc_id": doc, "file_path": "", "status": job["status"], "error": "",
                              "chunks": 0, "updated": job["updated"], "track_id": job["track_id"]})
-        return {"statuses": statuses, "status_counts": {s: len(rows) for s, rows in statuses.items()}}
+        running = any(job["status"] == PROCESSING for job in self.jobs.values())
+        return {"statuses": statuses, "status_counts": {s: len(rows) for s, rows in statuses.items()},
+                "cancelling": running and self.stop.is_set()}

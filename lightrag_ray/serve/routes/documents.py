@@ -200,7 +200,8 @@ async def documents_status_counts(replica: ReplicaDep) -> dict[str, Any]:
 @router.get("/documents/pipeline_status")
 async def documents_pipeline_status(replica: ReplicaDep) -> dict[str, Any]:
     """The insert queue in LightRAG's pipeline-status shape."""
-    return pipeline_status((await replica.workspace.documents.remote())["statuses"])
+    found = await replica.workspace.documents.remote()
+    return pipeline_status(found["statuses"], found["cancelling"])
 
 
 # ---- deletes ---------------------------------------------------------------------------------
