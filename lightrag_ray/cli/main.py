@@ -351,21 +351,24 @@ def _run_server(app_args: AppArgs, settings: Settings, host: str, port: int) -> 
     from ray import serve
 
     from lightrag_ray.ray_runtime import ensure_ray
-    from lightrag_ray.serve.app import build_app
+    from lightrag_ray.serve.app import APP_NAME, build_app
 
     ensure_ray(settings)
     if not settings.ray.verbose:  # "Started Serve", "Application ... is ready": we say it in one line
         logging.getLogger("ray.serve").setLevel(logging.WARNING)
-    serve.start(http_options={"host": host, "port": port})
-    serve.run(build_app(app_args), name="lightrag", route_prefix="/", blocking=False)
-    webui = f", WebUI at http://{host}:{port}/webui/" if app_args.webui else ""
-    print(f"serving on http://{host}:{port} (docs at /docs{webui}); Ctrl-C stops", file=sys.stderr)
     try:
+        serve.start(http_options={"host": host, "port": port})
+        serve.run(build_app(app_args), name=APP_NAME, route_prefix="/", blocking=False)
+        webui = f", WebUI at http://{host}:{port}/webui/" if app_args.webui else ""
+        print(f"serving on http://{host}:{port} (docs at /docs{webui}); Ctrl-C stops", file=sys.stderr)
         while True:
             time.sleep(3600)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # also while starting
         print("stopping the server", file=sys.stderr)
-        serve.shutdown()
+        # The app only: on a shared cluster Serve (and other apps) stay up; a local cluster this
+        # command started ends with it. (serve.shutdown's controller kills itself under the
+        # call, which Ray reports as a failed task line.)
+        serve.delete(APP_NAME)
     return 0
 
 

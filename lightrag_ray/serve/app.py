@@ -31,6 +31,7 @@ from lightrag_ray.query.stores import ThreadedVectorIndex, VectorIndex
 from lightrag_ray.serve import ollama_errors, openai_errors
 from lightrag_ray.serve.deployments import (
     SERVING,
+    STOPPING,
     EmbedderDeployment,
     HandleEmbedder,
     HandleLLM,
@@ -46,6 +47,7 @@ from lightrag_ray.service.opening import open_workspace
 from lightrag_ray.storage.graph.reader import GraphUnavailableError
 
 API_KEY_ENV = "LIGHTRAG_RAY_API_KEY"
+APP_NAME = "lightrag"  # the Serve application `lightrag-ray serve` runs (serve_config.yaml names it too)
 # The replica's guard settings: set by Ingress.__init__, read per request by the middleware, both
 # through the module functions below. Serve hands the replica a pickled copy of the app and of
 # the Ingress class, whose own globals are copies; named module functions are pickled by
@@ -103,6 +105,7 @@ api = http_app()
     ray_actor_options={"num_cpus": 0.1, **SERVING},
     autoscaling_config={"min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 8},
     max_ongoing_requests=64,
+    **STOPPING,
 )
 @serve.ingress(api)
 class Ingress:
