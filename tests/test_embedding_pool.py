@@ -102,3 +102,21 @@ def test_runs_given_a_pool_use_its_worker_and_leave_it_up(ray_cluster, llm, make
     finally:
         store.close()
     assert [h[0]["file_path"].rsplit("/", 1)[-1] for h in hits] == ["a.txt", "b.txt"]  # both runs' vectors
+
+
+def test_a_worker_dead_for_good_is_replaced_so_later_runs_work(ray_cluster):
+    """The Serve app keeps one pool for all insert jobs: a worker past Ray's 3 restarts stayed
+    dead and failed every later job until the app restarted (issue 29)."""
+    pool = EmbeddingPool(EmbeddingConfig(batch_size=4, num_cpus=0.1, actors=2))
+    try:
+        assert pool.revive() == 0  # all alive: nothing replaced
+        dead = pool.workers[0]
+        ray.kill(dead, no_restart=True)  # as after its last restart
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(dead.embed.remote(["x"]))
+        assert pool.revive() == 1 and pool.workers[0] is not dead and pool.workers[1] is not None
+        pool.submit(_items(TEXTS))
+        got = _collect(pool)
+    finally:
+        pool.close()
+    assert len(got) == len(TEXTS)

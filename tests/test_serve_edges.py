@@ -12,6 +12,7 @@ import time
 
 import httpx
 import pytest
+import ray
 
 from lightrag_ray.cli.failures import report_failure
 from lightrag_ray.core.errors import short_error
@@ -174,3 +175,16 @@ def test_a_failed_job_ends_with_one_line_naming_its_log(service, tmp_path):
                      f"(details in logs/{track_id}.log in the workspace)")
     log = (tmp_path / "ws" / "logs" / f"{track_id}.log").read_text()
     assert log.startswith("Traceback") and "FileNotFoundError" in log and str(tmp_path) in log
+
+
+def test_an_insert_after_the_embedding_workers_died_for_good_is_processed(service, llm):
+    """Issue 29: past Ray's restarts the jobs' embedding workers stayed dead, and every later
+    insert failed until the app restarted."""
+    llm.latency_s = 0.0
+    first = service.submit([("c.txt", DOC_B.encode())])
+    assert service.run_job(first["track_id"])["status"] == "processed"
+    for worker in service.embedding_pool.workers:
+        ray.kill(worker, no_restart=True)
+    later = service.submit([("d.txt", DOC_A.encode())])
+    assert service.run_job(later["track_id"])["status"] == "processed", service.track_status(later["track_id"])
+    assert service.delete(first["doc_ids"] + later["doc_ids"])["deleted"]

@@ -66,8 +66,8 @@ class EmbeddingPool:
                                    **niceness_options(niceness)}
         if config.num_gpus:
             options["num_gpus"] = config.num_gpus
-        self.workers = [EmbedWorker.options(**options).remote(config.model_dump())
-                        for _ in range(config.actors)]
+        self._start = lambda: EmbedWorker.options(**options).remote(config.model_dump())
+        self.workers = [self._start() for _ in range(config.actors)]
         self.batch_size = config.batch_size * 4
         self.max_in_flight = 2 * len(self.workers)  # one running and one queued per worker
         self.pending: dict[ray.ObjectRef, list[Item]] = {}
@@ -81,6 +81,19 @@ class EmbeddingPool:
         view = copy.copy(self)
         view.pending, view.owner = {}, False
         return view
+
+    def revive(self) -> int:
+        """Replace the workers that are dead for good (Ray restarts a worker at most 3 times;
+        a long-lived pool, the Serve app's, outlives that); returns how many were replaced.
+        A worker that is restarting is waited for."""
+        replaced = 0
+        for number, worker in enumerate(self.workers):
+            try:
+                ray.get(worker.__ray_ready__.remote())
+            except ray.exceptions.RayActorError:
+                self.workers[number] = self._start()
+                replaced += 1
+        return replaced
 
     def warm_up(self) -> int:
         """Wait until every worker has loaded its model (each embeds one short text); returns

@@ -147,9 +147,12 @@ class InsertJobs:
 
     def _embedding_pool(self, niceness: int | None) -> EmbeddingPool:
         """The insert jobs' embedding workers: started by the first job at its ``niceness`` and
-        kept for the service's lifetime, so the model loads once."""
+        kept for the service's lifetime, so the model loads once; a worker that died for good
+        (an earlier job's) is replaced, so one job's failures do not fail the later ones."""
         if self.embedding_pool is None:
             self.embedding_pool = EmbeddingPool(self.settings.embedding, niceness)
+        elif replaced := self.embedding_pool.revive():
+            LOG.warning("replaced %d embedding worker(s) that had died for good", replaced)
         return self.embedding_pool
 
     def _job_error(self, track_id: str, exc: Exception) -> str:
