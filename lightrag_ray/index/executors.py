@@ -34,7 +34,7 @@ from lightrag_ray.index.batch_llm import ProcessorRuns
 from lightrag_ray.index.stages.chunk import ChunkDocuments
 from lightrag_ray.index.stages.commit import finish_documents
 from lightrag_ray.index.stages.embed import EmbedChunks
-from lightrag_ray.index.stages.extract import extraction_batch, extraction_stage
+from lightrag_ray.index.stages.extract import extraction_stage
 from lightrag_ray.index.stages.merge import MergeIntoShards
 from lightrag_ray.index.stages.read import ReadFiles, path_batches
 from lightrag_ray.index.stages.summarise import ApplySummaries, SummarizeItems, pending_partitions, summarise_in_process
@@ -239,11 +239,11 @@ class RayDataPools:
         yield from ds.iter_rows()
 
     def extract(self, chunks: int, embedded: Callable[[int], None]) -> Iterator[Row]:
-        parts, ex = self.parts, self.parts.settings.extraction
+        parts, ex, llm = self.parts, self.parts.settings.extraction, self.parts.settings.llm
         ds = self._read_chunks().map_batches(
             pool_of(extraction_stage(parts.settings)),
             fn_constructor_kwargs={"settings": parts.settings_dict, "earlier_parts": parts.cache_parts},
-            batch_size=extraction_batch(parts.settings), batch_format="pandas",
+            batch_size=llm.max_concurrency, batch_format="pandas",
             **actor_pool(ex.actors, ex.num_cpus, ex.num_gpus), **_runtime(parts.task_args))
         ds = ds.map_batches(batch_task(MergeIntoShards(parts.shards, parts.run)), batch_format="pandas", **parts.task_args)
         for row in ds.iter_rows():

@@ -111,13 +111,3 @@ class ExtractChunks(_Extract):
 def extraction_stage(settings: Settings) -> type[_Extract]:
     """The extraction stage of ``settings``' extraction mode."""
     return FastExtractChunks if settings.extraction.mode == "fast" else ExtractChunks
-
-
-# Fast mode has no LLM requests to keep in flight: bigger batches mean fewer blocks, and the
-# driver tracks every block of a run (at 30k chunks, batches of 4 made 7,500).
-FAST_BATCH_CHUNKS = 256
-
-
-def extraction_batch(settings: Settings) -> int:
-    """Chunks per extraction batch: the LLM's concurrency (one request each), or FAST_BATCH_CHUNKS."""
-    return FAST_BATCH_CHUNKS if settings.extraction.mode == "fast" else settings.llm.max_concurrency
