@@ -118,7 +118,9 @@ def test_bench_scale_prints_tables_with_consistent_counts(tmp_path):
         assert stages["global"] == {"embed", "search chunks", "search relations", "graph fetch", "get chunks"}
         # mix: the same stores as local, global and naive together
         assert stages["mix"] - {"get chunks"} == (stages["local"] | stages["global"] | stages["naive"]) - {"get chunks"}
-        assert stages["walk"] == {"embed", "search chunks", "search entities", "graph passage entities", "get chunks"}
+        # walk: its graph context (the entities it visited most) is read beside the passages
+        assert stages["walk"] == {"embed", "search chunks", "search entities", "graph passage entities",
+                                  "graph neighborhood", "get chunks"}
     assert "| mode | p50 ms | embed |" in done.stdout
     assert {store: m["session_open_s"] > 0 for store, m in result["graph"]["milvus"].items()} == {"lite": True, "server": True}
     # Same vectors, same graph: the two stores retrieve (nearly) the same ids at this size.
