@@ -66,8 +66,8 @@ class EmbeddingPool:
                                    **niceness_options(niceness)}
         if config.num_gpus:
             options["num_gpus"] = config.num_gpus
-        self._start = lambda: EmbedWorker.options(**options).remote(config.model_dump())
-        self.workers = [self._start() for _ in range(config.actors)]
+        self.options, self.config = options, config.model_dump()
+        self.workers = [self._start_worker() for _ in range(config.actors)]
         self.batch_size = config.batch_size * 4
         self.max_in_flight = 2 * len(self.workers)  # one running and one queued per worker
         self.pending: dict[ray.ObjectRef, list[Item]] = {}
@@ -82,6 +82,9 @@ class EmbeddingPool:
         view.pending, view.owner = {}, False
         return view
 
+    def _start_worker(self) -> Any:
+        return EmbedWorker.options(**self.options).remote(self.config)
+
     def revive(self) -> int:
         """Replace the workers that are dead for good (Ray restarts a worker at most 3 times;
         a long-lived pool, the Serve app's, outlives that); returns how many were replaced.
@@ -91,7 +94,7 @@ class EmbeddingPool:
             try:
                 ray.get(worker.__ray_ready__.remote())
             except ray.exceptions.RayActorError:
-                self.workers[number] = self._start()
+                self.workers[number] = self._start_worker()
                 replaced += 1
         return replaced
 

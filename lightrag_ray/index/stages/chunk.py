@@ -21,6 +21,14 @@ COUNTS = ("docs_new", "docs_skipped", "docs_failed", "chunks")
 PART_ROWS = 64  # chunks per part file: a part is read as one block, a few LLM batches
 
 
+def document_row(doc: Row, chunks: int) -> Row:
+    """A document's row for the run's ``documents`` file: its chunks, its error (if it could
+    not be read) and, when it could, the start and length of its text."""
+    text = "" if doc["error"] else doc["text"]
+    return {"doc_id": doc["doc_id"], "file_path": doc["file_path"], "chunks": chunks, "error": doc["error"] or "",
+            "content_summary": doc_status.content_summary(text), "content_length": len(text)}
+
+
 class ChunkDocuments:
     """Document rows -> [count row] (``COUNTS`` plus ``errors``: JSON of the unreadable files)."""
 
@@ -40,8 +48,7 @@ class ChunkDocuments:
             if doc["error"]:
                 counts["docs_failed"] += 1
                 errors.append({"file_path": doc["file_path"], "error": doc["error"]})
-                documents.append({"doc_id": doc["doc_id"], "file_path": doc["file_path"], "chunks": 0, "error": doc["error"],
-                                  "content_summary": "", "content_length": 0})
+                documents.append(document_row(doc, 0))
             elif doc["doc_id"] in self.processed or doc["doc_id"] in seen:
                 counts["docs_skipped"] += 1
             else:
@@ -51,9 +58,7 @@ class ChunkDocuments:
                                   file_path=doc["file_path"])
                 chunks += rows
                 counts["docs_new"] += 1
-                documents.append({"doc_id": doc["doc_id"], "file_path": doc["file_path"], "chunks": len(rows), "error": "",
-                                  "content_summary": doc_status.content_summary(doc["text"]),
-                                  "content_length": len(doc["text"])})
+                documents.append(document_row(doc, len(rows)))
         counts["chunks"] = len(chunks)
         for start in range(0, len(chunks), PART_ROWS):
             self.run.append("chunks", chunks[start : start + PART_ROWS])
