@@ -62,7 +62,7 @@ class EmbeddingPool:
     """
 
     def __init__(self, config: EmbeddingConfig, niceness: int | None = None) -> None:
-        options: dict[str, Any] = {"num_cpus": config.num_cpus, "max_restarts": 3, "max_task_retries": 3,
+        options: dict[str, Any] = {"num_cpus": config.num_cpus, "max_restarts": 3, "max_task_retries": -1,
                                    **niceness_options(niceness)}
         if config.num_gpus:
             options["num_gpus"] = config.num_gpus
