@@ -142,6 +142,35 @@ def test_a_small_run_works_in_the_driver_and_builds_what_the_ray_data_pools_buil
         "local_stages_max_mb": len(DOC_A.encode()) / 2**20}), progress=None).stages == "driver"
 
 
+def test_ray_data_passes_in_waves_build_what_one_pass_builds(ray_cluster, llm, make_settings, tmp_path, monkeypatch):
+    """The passes run as several Ray Data executions (so the driver's memory does not grow with
+    the corpus); cut into one per file and one per chunk part, the graph is the same."""
+    from lightrag_ray.index import executors
+
+    corpus = tmp_path / "corpus"
+    _write(corpus, "a.txt", DOC_A)
+    _write(corpus, "b.txt", DOC_B)
+    whole = make_settings("whole", ray={"local_stages_max_mb": 0})
+    index_paths([str(corpus)], whole, progress=None)
+    monkeypatch.setattr(executors, "WAVE_FILES", 1)
+    monkeypatch.setattr(executors, "WAVE_PARTS", 1)
+    cut = executors._waves
+    executions = []
+
+    def counted(items, size):
+        waves = list(cut(items, size))
+        executions.append(len(waves))
+        return iter(waves)
+
+    monkeypatch.setattr(executors, "_waves", counted)
+    waves = make_settings("waves", ray={"local_stages_max_mb": 0})
+    report = index_paths([str(corpus)], waves, progress=None)
+    assert report.stages == "ray-data" and report.docs_new == 2
+    assert executions[0] == 2 and executions[1] >= 2  # chunking: one per file; extraction: one per part
+    assert report.chunks_extracted == report.chunks
+    assert dump_graph(waves) == dump_graph(whole)
+
+
 def test_bad_files_get_clear_errors_and_the_rest_indexes(ray_cluster, llm, make_settings, tmp_path):
     corpus = tmp_path / "corpus"
     _write(corpus, "good.txt", DOC_A)

@@ -46,6 +46,11 @@ from lightrag_ray.storage.vectors import chunk_vector_item
 
 Row = dict[str, Any]
 FILES_PER_BATCH = 16  # files read and chunked together in this process
+# A Ray Data execution keeps statistics of every block it made until it ends (about 10 KiB of
+# the driver's memory a block), so the driver's memory would grow with the corpus: the passes
+# run as a series of executions ("waves") over at most this many input files or chunk parts.
+WAVE_FILES = 4096
+WAVE_PARTS = 256
 LOCAL_BACKENDS = ("openai", "none")  # HTTP or no LLM: nothing heavy lands in the driver
 
 
@@ -220,35 +225,39 @@ class RayDataPools:
     def __init__(self, parts: RunParts) -> None:
         self.parts = parts
 
-    def _read_chunks(self) -> ray.data.Dataset:
-        """The run's chunk rows, one block per part file (at most an LLM batch or so each, so every
-        extraction actor gets work), their vectors stored as they pass."""
+    def _read_chunks(self, paths: list[str]) -> ray.data.Dataset:
+        """The chunk rows of the part files ``paths``, one block per part (a few LLM batches
+        each, so every extraction actor gets work), their vectors stored as they pass."""
         parts = self.parts
-        ds = _dataset_of([{"path": path} for path in parts.run.parts("chunks")])
+        ds = _dataset_of([{"path": path} for path in paths])
         ds = ds.map_batches(batch_task(ReadParts(parts.run)), batch_format="pandas", **parts.task_args)
         embed = EmbedChunksThrough(parts.embed_workers, parts.sink, parts.embed_batch)
         return ds.map_batches(batch_task(embed), batch_format="pandas", **parts.task_args)
 
     def chunk(self, files: list[str]) -> Iterator[Row]:
         parts = self.parts
-        ds = _dataset_of([{"path": path} for path in files], FILES_PER_BATCH)
-        ds = ds.map_batches(batch_task(ReadFiles(parts.display_names)), batch_format="pandas", **parts.task_args)
-        ds = ds.map_batches(pool_of(ChunkDocuments), fn_constructor_kwargs={"settings": parts.settings_dict, "run": parts.run},
-                            batch_format="pandas", **actor_pool(1, parts.task_args["num_cpus"]),
-                            **_runtime(parts.task_args))
-        yield from ds.iter_rows()
+        for wave in _waves(files, WAVE_FILES):
+            ds = _dataset_of([{"path": path} for path in wave], FILES_PER_BATCH)
+            ds = ds.map_batches(batch_task(ReadFiles(parts.display_names)), batch_format="pandas", **parts.task_args)
+            ds = ds.map_batches(pool_of(ChunkDocuments),
+                                fn_constructor_kwargs={"settings": parts.settings_dict, "run": parts.run},
+                                batch_format="pandas", **actor_pool(1, parts.task_args["num_cpus"]),
+                                **_runtime(parts.task_args))
+            yield from ds.iter_rows()
 
     def extract(self, chunks: int, embedded: Callable[[int], None]) -> Iterator[Row]:
         parts, ex, llm = self.parts, self.parts.settings.extraction, self.parts.settings.llm
-        ds = self._read_chunks().map_batches(
-            pool_of(extraction_stage(parts.settings)),
-            fn_constructor_kwargs={"settings": parts.settings_dict, "earlier_parts": parts.cache_parts},
-            batch_size=llm.max_concurrency, batch_format="pandas",
-            **actor_pool(ex.actors, ex.num_cpus, ex.num_gpus), **_runtime(parts.task_args))
-        ds = ds.map_batches(batch_task(MergeIntoShards(parts.shards, parts.run)), batch_format="pandas", **parts.task_args)
-        for row in ds.iter_rows():
-            embedded(int(row["chunks_merged"]))  # a chunk's vector is stored before it is extracted
-            yield row
+        for wave in _waves(parts.run.parts("chunks"), WAVE_PARTS):
+            ds = self._read_chunks(wave).map_batches(
+                pool_of(extraction_stage(parts.settings)),
+                fn_constructor_kwargs={"settings": parts.settings_dict, "earlier_parts": parts.cache_parts},
+                batch_size=llm.max_concurrency, batch_format="pandas",
+                **actor_pool(ex.actors, ex.num_cpus, ex.num_gpus), **_runtime(parts.task_args))
+            ds = ds.map_batches(batch_task(MergeIntoShards(parts.shards, parts.run)), batch_format="pandas",
+                                **parts.task_args)
+            for row in ds.iter_rows():
+                embedded(int(row["chunks_merged"]))  # a chunk's vector is stored before it is extracted
+                yield row
 
     def summarise(self) -> dict[str, int]:
         parts, ex = self.parts, self.parts.settings.extraction
@@ -309,6 +318,12 @@ class EmbedChunksThrough(EmbedChunks):
     def __call__(self, chunks: list[Row]) -> list[Row]:
         super().__call__(chunks)
         return chunks
+
+
+def _waves(items: list[str], size: int) -> Iterator[list[str]]:
+    """``items`` in consecutive slices of at most ``size`` (one Ray Data execution each)."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 def _runtime(task_args: dict[str, Any]) -> dict[str, Any]:
