@@ -115,18 +115,33 @@ def test_one_and_four_shards_give_the_same_graph(ray_cluster, llm, make_settings
 
 
 def test_a_small_run_works_in_the_driver_and_builds_what_the_ray_data_pools_build(
-        ray_cluster, llm, make_settings, tmp_path):
+        ray_cluster, llm, make_settings, tmp_path, monkeypatch):
+    """Also: the Ray Data passes run as several executions ("waves", so that the driver's memory
+    does not grow with the corpus); cut into one per file and one per chunk part here."""
+    from lightrag_ray.index import executors
+
     corpus = tmp_path / "corpus"
     _write(corpus, "a.txt", DOC_A)
     _write(corpus, "b.txt", DOC_B)
     driver = make_settings("driver")  # default: up to 4 MB in the driver
     pools = make_settings("pools", ray={"local_stages_max_mb": 0})
+    monkeypatch.setattr(executors, "WAVE_FILES", 1)
+    monkeypatch.setattr(executors, "WAVE_PARTS", 1)
+    cut, waves = executors._waves, []
+
+    def counted(items, size):
+        slices = list(cut(items, size))
+        waves.append(len(slices))
+        return iter(slices)
+
+    monkeypatch.setattr(executors, "_waves", counted)
     reports = {}
     for name, settings in (("driver", driver), ("pools", pools)):
         llm.reset()
         reports[name] = index_paths([str(corpus)], settings, progress=None)
         reports[name].requests = llm.counts()
     assert reports["driver"].stages == "driver" and reports["pools"].stages == "ray-data"
+    assert waves[0] == 2 and waves[1] >= 2  # chunking: one per file; extraction: one per part
     fields = ("docs_new", "chunks", "chunks_extracted", "llm_requests", "summaries", "vectors_upserted",
               "entities", "relations", "requests")
     assert [getattr(reports["driver"], f) for f in fields] == [getattr(reports["pools"], f) for f in fields]
@@ -140,35 +155,6 @@ def test_a_small_run_works_in_the_driver_and_builds_what_the_ray_data_pools_buil
     assert index_paths([str(corpus)], over, progress=None).stages == "ray-data"
     assert index_paths([str(corpus / "a.txt")], make_settings("under", ray={
         "local_stages_max_mb": len(DOC_A.encode()) / 2**20}), progress=None).stages == "driver"
-
-
-def test_ray_data_passes_in_waves_build_what_one_pass_builds(ray_cluster, llm, make_settings, tmp_path, monkeypatch):
-    """The passes run as several Ray Data executions (so the driver's memory does not grow with
-    the corpus); cut into one per file and one per chunk part, the graph is the same."""
-    from lightrag_ray.index import executors
-
-    corpus = tmp_path / "corpus"
-    _write(corpus, "a.txt", DOC_A)
-    _write(corpus, "b.txt", DOC_B)
-    whole = make_settings("whole", ray={"local_stages_max_mb": 0})
-    index_paths([str(corpus)], whole, progress=None)
-    monkeypatch.setattr(executors, "WAVE_FILES", 1)
-    monkeypatch.setattr(executors, "WAVE_PARTS", 1)
-    cut = executors._waves
-    executions = []
-
-    def counted(items, size):
-        waves = list(cut(items, size))
-        executions.append(len(waves))
-        return iter(waves)
-
-    monkeypatch.setattr(executors, "_waves", counted)
-    waves = make_settings("waves", ray={"local_stages_max_mb": 0})
-    report = index_paths([str(corpus)], waves, progress=None)
-    assert report.stages == "ray-data" and report.docs_new == 2
-    assert executions[0] == 2 and executions[1] >= 2  # chunking: one per file; extraction: one per part
-    assert report.chunks_extracted == report.chunks
-    assert dump_graph(waves) == dump_graph(whole)
 
 
 def test_bad_files_get_clear_errors_and_the_rest_indexes(ray_cluster, llm, make_settings, tmp_path):
