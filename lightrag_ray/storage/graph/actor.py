@@ -27,14 +27,16 @@ def shard_actor_name(workspace_uri: str, shard: int, num_shards: int, replica: i
     return f"graph-{tag}-{shard:04d}-of-{num_shards:04d}{suffix}"
 
 
-# Arrow's C++ side (file reads, compute kernels) allocates from its default pool, mimalloc,
-# which keeps freed pages: a shard's load read 264 MiB of snapshot through it and held them
-# after the tables were built (1M-mention bench graph: 591 MiB above the empty process, 273 MiB
-# with the system allocator). Only an environment variable, read when pyarrow loads, changes it.
+# Arrow (pyarrow and its C++ side: file reads, compute kernels) allocates from the system
+# allocator in a shard: a shard's tables are a few large buffers replaced whole when the writes
+# are folded in, which the system allocator gives back to the OS, where Arrow's default
+# (mimalloc) keeps freed pages (a 157k-entity shard held 1.0 GiB instead of 0.45, and a load
+# kept the 264 MiB of snapshot it read: 591 MiB above the empty process instead of 273 on the
+# 1M-mention bench graph). Only an environment variable, read when pyarrow loads, sets it.
 SHARD_RUNTIME_ENV = {"env_vars": {"ARROW_DEFAULT_MEMORY_POOL": "system"}}
 
 
-@ray.remote
+@ray.remote(runtime_env=SHARD_RUNTIME_ENV)
 class GraphShard:
     """Owns the entities whose key hashes to ``shard``; on (re)start it loads its committed
     state and replays the writes its ``writer`` session logged since.
@@ -45,11 +47,6 @@ class GraphShard:
 
     def __init__(self, workspace_uri: str, shard: int, num_shards: int, max_source_ids: int,
                  compaction_ratio: float = 0.5, replica: int = 0, writer: str = "") -> None:
-        # The shard's tables are a few large Arrow buffers replaced whole when the writes are
-        # folded in: the system allocator gives them back to the OS, where mimalloc keeps the old
-        # ones (a 157k-entity shard held 1.0 GiB instead of 0.45). This sets pyarrow's default;
-        # SHARD_RUNTIME_ENV sets the C++ one.
-        pa.set_memory_pool(pa.system_memory_pool())
         self.workspace = Workspace(workspace_uri)
         self.graph = ShardGraph(shard, num_shards, max_source_ids)
         self.folder = snapshot_folder(shard, num_shards)

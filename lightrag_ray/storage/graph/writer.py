@@ -16,7 +16,7 @@ import ray
 from lightrag_ray.config import GraphConfig
 from lightrag_ray.core.graph.contract import Operation, operation
 from lightrag_ray.storage import manifest as manifests
-from lightrag_ray.storage.graph.actor import SHARD_RUNTIME_ENV, GraphShard, shard_actor_name
+from lightrag_ray.storage.graph.actor import GraphShard, shard_actor_name
 from lightrag_ray.storage.graph.handles import ShardHandles
 from lightrag_ray.storage.workspace import Workspace
 
@@ -59,7 +59,7 @@ class GraphRouter:
                 # (Ray's default packs small actors onto the first node).
                 copies.append(live or GraphShard.options(
                     name=name, namespace=namespace, num_cpus=config.num_cpus, max_restarts=-1,
-                    max_task_retries=-1, scheduling_strategy="SPREAD", runtime_env=SHARD_RUNTIME_ENV,
+                    max_task_retries=-1, scheduling_strategy="SPREAD",
                     lifetime="detached" if keep_alive else None,
                 ).remote(workspace_uri, i, self.num_shards, config.max_source_ids, config.compaction_ratio, j, writer))
             shards.append(copies)
