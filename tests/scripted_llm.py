@@ -18,11 +18,13 @@ Run standalone: ``python -m tests.scripted_llm --port 8011 --latency 0.5`` (also
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 from typing import Any
 
 from lightrag_ray.core.prompts import COMPLETE, EXTRACT_HEADING, FIELD_SEP, GLEAN_HEADING, SUMMARY_HEADING
@@ -327,6 +329,7 @@ class _Handler(BaseHTTPRequestHandler):
         completion_words = len(text.split()) if text is not None else 0
         llm._enter(system, kind, prompt_words, completion_words)
         try:
+            llm._open.wait()
             delay = llm.delay(kind, completion_words)
             if delay > 0:
                 time.sleep(delay)
@@ -394,6 +397,8 @@ class ScriptedLLM(BackgroundServer):
         self.completion_words: dict[str, int] = {}
         self._rules: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+        self._open = threading.Event()
+        self._open.set()
 
     def add_rule(self, kind: str | None = "extract", contains: str = "", action: str = "500", times: int = 1) -> None:
         """Give ``action`` to the first ``times`` requests of ``kind`` (None: any) containing ``contains``."""
@@ -401,6 +406,16 @@ class ScriptedLLM(BackgroundServer):
             raise ValueError(f"action must be one of {ACTIONS}, got {action!r}")
         with self._lock:
             self._rules.append({"kind": kind, "contains": contains, "action": action, "left": int(times)})
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Inside the block every request is recorded, then waits until the block ends: a job
+        that reached the LLM stays there for as long as a test needs (no timing races)."""
+        self._open.clear()
+        try:
+            yield
+        finally:
+            self._open.set()
 
     def clear_rules(self) -> None:
         """Drop every failure rule."""

@@ -80,22 +80,25 @@ def test_a_killed_shard_costs_a_bounded_wait_or_a_clear_error(indexed, llm):
             assert context.to_dict() == expected
             return "answered", time.monotonic() - started
 
-        async def load_while_killing() -> list[tuple[str, float]]:
-            results: list[tuple[str, float]] = []
-            deadline = time.monotonic() + 8
-            killed = False
-            while time.monotonic() < deadline:
-                batch = [asyncio.create_task(one_query()) for _ in range(4)]
-                if not killed:
-                    for shard in range(2):  # Ray restarts them from their snapshots
-                        ray.kill(_replica(one, shard, 0), no_restart=False)
-                    killed = True
-                results += await asyncio.wait_for(asyncio.gather(*batch), timeout + 10)
+        async def batch() -> list[tuple[str, float]]:
+            return list(await asyncio.wait_for(asyncio.gather(*(one_query() for _ in range(4))), timeout + 30))
+
+        async def kill_then_query_until_answered() -> list[tuple[str, float]]:
+            """Queries in flight while both shards die (Ray restarts them from their snapshots),
+            then batches until the restarted shards answer: no deadline on the restart itself,
+            which takes longer on a busy machine, only on each query."""
+            in_flight = asyncio.ensure_future(batch())
+            for shard in range(2):
+                ray.kill(_replica(one, shard, 0), no_restart=False)
+            results = await in_flight
+            deadline = time.monotonic() + 180
+            while results[-1][0] != "answered":
+                assert time.monotonic() < deadline, results
+                results += await batch()
             return results
 
-        results = asyncio.run(load_while_killing())
-        assert all(seconds < timeout + 5 for _, seconds in results), results
-        assert results[-1][0] == "answered", results  # the restarted shards answer again
+        results = asyncio.run(kill_then_query_until_answered())
+        assert all(seconds < timeout + 10 for _, seconds in results), results  # bounded: never a hang
         assert _contexts(session)[0] == expected
 
 

@@ -17,6 +17,7 @@ import pytest
 from lightrag_ray.cli.main import _parser
 from lightrag_ray.core.ids import doc_id
 from tests.scripted_llm import ScriptedLLM
+from tests.test_serve_graph_edits import owner_log_text
 from tests.test_serve import DOC_A, DOC_B, DOC_C, client, run_app, wait_for  # noqa: F401 - client: fixture
 
 DOC_D = "Ezra Pike repairs clocks in Oslo. Ezra Pike sells clocks to Nora Lind in Oslo."
@@ -76,35 +77,57 @@ def test_scan_indexes_new_files_and_records_unreadable_ones(app, client):  # noq
     assert len(statuses(client)["failed"]) == 2
 
 
-def test_a_running_job_makes_writes_busy_and_cancel_pipeline_stops_it(client, llm: ScriptedLLM):  # noqa: F811
-    llm.latency_s = 4.0
-    job = client.post("/documents/text", json={"text": DOC_D, "file_source": "oslo.txt"}).json()
+def _held_job(client: httpx.Client, llm: ScriptedLLM, text: str, source: str) -> dict:  # noqa: F811
+    """Insert ``text`` while ``llm`` holds its requests (the caller's ``with llm.held()``) and
+    return the job once its extraction request reached the LLM: it is running, and stays so."""
+    job = client.post("/documents/text", json={"text": text, "file_source": source}).json()
     deadline = time.monotonic() + 120
-    while not llm.requests and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert client.get(f"/documents/track_status/{job['track_id']}").json()["job_status"] == "processing"
+    while not any(text in str(messages) for _, messages in list(llm.requests)):
+        assert time.monotonic() < deadline, client.get(f"/documents/track_status/{job['track_id']}").json()
+        time.sleep(0.1)
+    return job
 
-    skipped = scan(client)
-    assert skipped["status"] == "scanning_skipped_pipeline_busy" and skipped["track_id"] == job["track_id"]
-    cleared = client.delete("/documents")
-    assert cleared.status_code == 200 and cleared.json()["status"] == "busy"
-    assert job["track_id"] in cleared.json()["message"]
-    cache = client.post("/documents/clear_cache", json={})
-    assert cache.status_code == 409 and cache.json()["track_id"] == job["track_id"]
 
-    assert client.get("/documents/pipeline_status").json()["cancellation_requested"] is False
-    cancel = client.post("/documents/cancel_pipeline")
-    assert cancel.status_code == 200 and cancel.json()["status"] == "cancellation_requested"
-    # the job stops after its extraction batch, whose LLM call takes 4 s: still running, asked to stop
-    status = client.get("/documents/pipeline_status").json()
-    assert status["cancellation_requested"] is True and status["busy"] is True, status
-    assert status["latest_message"].startswith(f"cancelling insert job {job['track_id']}")
-    llm.latency_s = 0.0
+def test_a_running_job_makes_writes_busy_and_cancel_pipeline_stops_it(client, llm: ScriptedLLM):  # noqa: F811
+    with llm.held():
+        job = _held_job(client, llm, DOC_D, "oslo.txt")
+        assert client.get(f"/documents/track_status/{job['track_id']}").json()["job_status"] == "processing"
+
+        skipped = scan(client)
+        assert skipped["status"] == "scanning_skipped_pipeline_busy" and skipped["track_id"] == job["track_id"]
+        cleared = client.delete("/documents")
+        assert cleared.status_code == 200 and cleared.json()["status"] == "busy"
+        assert job["track_id"] in cleared.json()["message"]
+        cache = client.post("/documents/clear_cache", json={})
+        assert cache.status_code == 409 and cache.json()["track_id"] == job["track_id"]
+
+        assert client.get("/documents/pipeline_status").json()["cancellation_requested"] is False
+        cancel = client.post("/documents/cancel_pipeline")
+        assert cancel.status_code == 200 and cancel.json()["status"] == "cancellation_requested"
+        # the job stops after its extraction batch, whose LLM call is held: running, asked to stop
+        status = client.get("/documents/pipeline_status").json()
+        assert status["cancellation_requested"] is True and status["busy"] is True, status
+        assert status["latest_message"].startswith(f"cancelling insert job {job['track_id']}")
     assert wait_for(client, job["track_id"])["job_status"] == "cancelled"
     assert "oslo.txt" in statuses(client)["failed"]
     assert client.post("/documents/cancel_pipeline").json() == {
         "status": "not_busy", "message": "Pipeline is not currently running. No cancellation needed."}
     assert client.get("/documents/pipeline_status").json()["cancellation_requested"] is False  # the job ended
+
+
+def test_an_edit_while_an_insert_runs_is_409_and_applies_after_it(client, llm: ScriptedLLM):  # noqa: F811
+    edit = {"entity_name": "Alice Smith", "updated_data": {"entity_type": "FOUNDER"}}  # acme.txt, scanned above
+    with llm.held():
+        job = _held_job(client, llm, "Mira Holt tunes pianos in Bergen.", "bergen.txt")
+        response = client.post("/graph/entity/edit", json=edit)
+    assert response.status_code == 409, response.text
+    assert "Pipeline is busy" in response.json()["detail"] and job["track_id"] in response.json()["detail"]
+    assert response.headers["Retry-After"]
+    assert "WriteBusy" not in owner_log_text()  # an answer, not an error logged with its traceback
+    assert wait_for(client, job["track_id"])["job_status"] == "processed"
+    applied = client.post("/graph/entity/edit", json=edit)
+    assert applied.status_code == 200, applied.text
+    assert applied.json()["data"]["graph_data"]["entity_type"] == "FOUNDER"
 
 
 def test_reprocess_failed_reruns_failed_documents_once_the_cause_is_gone(client, llm: ScriptedLLM):  # noqa: F811
@@ -144,7 +167,7 @@ def test_clear_documents_empties_documents_graph_and_vectors(app, client):  # no
     response = client.delete("/documents")  # the WebUI sends no body
     assert response.status_code == 200, response.text
     body = response.json()
-    assert body["status"] == "success" and body["message"].startswith("All documents cleared successfully. Deleted 7")
+    assert body["status"] == "success" and body["message"].startswith("All documents cleared successfully. Deleted 8")
     assert client.get("/documents").json()["statuses"] == {}
     assert client.get("/graph/label/list").json() == []
     data = client.post("/query/data", json={"query": "Who founded Acme Corporation?", "mode": "mix",
