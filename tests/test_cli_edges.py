@@ -206,6 +206,41 @@ def test_interrupted_index_stops_with_one_line(ray_cluster, llm, tmp_path, signu
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
 
 
+INTERRUPTED_BATCH = """
+import asyncio, gc, signal, sys
+from lightrag_ray.cli.main import _interrupt
+from lightrag_ray.config import LLMConfig
+from lightrag_ray.models.llm import BatchCaller
+
+signal.signal(signal.SIGTERM, _interrupt)  # as the CLI's main() sets it
+caller = BatchCaller(LLMConfig(backend="openai", base_url="http://127.0.0.1:9/v1", model="m"))
+
+async def work(row):
+    if row == 1:  # the signal arrives while a task runs, not while the loop waits
+        signal.raise_signal(getattr(signal, sys.argv[1]))
+    await asyncio.sleep(0.2)
+    return row
+
+try:
+    caller.each(work, [0, 1, 2])
+except KeyboardInterrupt:
+    print("interrupted")
+del caller
+gc.collect()
+"""
+
+
+@pytest.mark.integration  # a subprocess: signals go to its main thread
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_a_signal_inside_a_batch_task_leaves_no_traceback(signum):
+    """Issue 29: Ctrl-C landing inside a running task of an LLM batch (not in the loop's wait)
+    was kept by that task, which printed its traceback when collected: the CLI's output then
+    ended in a bare ``KeyboardInterrupt`` line after its one-line message."""
+    done = subprocess.run([sys.executable, "-c", INTERRUPTED_BATCH, signum], env=ENV, capture_output=True, text=True,
+                          timeout=60, preexec_fn=default_sigint)
+    assert (done.stdout, done.stderr) == ("interrupted\n", "")
+
+
 def _processes_with(marker: str) -> list[str]:
     """Command lines of the processes whose environment holds ``marker``."""
     found = []

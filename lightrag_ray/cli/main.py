@@ -405,8 +405,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _interrupt(_signum: int, _frame: Any) -> None:
-    """SIGTERM stops a command the way Ctrl-C does."""
-    raise KeyboardInterrupt
+    """SIGTERM stops a command the way Ctrl-C does: through the SIGINT handler in force (an
+    event loop's cancels its tasks first), or at once when SIGINT is ignored."""
+    if callable(signal.getsignal(signal.SIGINT)):
+        signal.raise_signal(signal.SIGINT)
+    else:
+        raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -65,11 +65,14 @@ class BatchCaller:
 
     def __init__(self, config: LLMConfig) -> None:
         self.client = make_llm_client(config)
-        self.loop = asyncio.new_event_loop()
+        # A Runner, not a bare loop: Ctrl-C in the main thread cancels the batch's tasks and
+        # raises KeyboardInterrupt once they ended. On a bare loop the interrupt could land
+        # inside a task, which kept it and printed its traceback when collected.
+        self.runner = asyncio.Runner()
 
     def each(self, work: Callable[[R], Awaitable[T]], rows: list[R]) -> list[T]:
         """``work(row)`` for every row, concurrently; results in row order."""
         async def gather() -> list[T]:
             return list(await asyncio.gather(*(work(row) for row in rows)))
 
-        return self.loop.run_until_complete(gather())
+        return self.runner.run(gather())
