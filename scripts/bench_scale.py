@@ -44,7 +44,9 @@ a document touches existing entities, popular ones included.
 
 Workspace of the add/query graph: after the merge, descriptions over the summary limits get
 a synthetic summary (the first fragments, ~250 tokens; a real run would ask the LLM), the
-shards' change feed gives every entity and relation, and they go to the vector store(s)
+shards' change feed gives every entity and relation, every entity goes through the alias pass
+(as the run that built a graph leaves it, so the add's pass links only its new entities),
+and the entities and relations go to the vector store(s)
 with synthetic unit vectors drawn like MiniLM embeddings of the book's passages (their mean
 and 32 leading principal directions, fitted on 400 passages; see ``EmbeddingShape``), the
 chunks (text: their mentions' descriptions) too; the entities named in the questions get
@@ -97,6 +99,7 @@ from lightrag_ray.query.params import RETRIEVAL_MODES  # noqa: E402
 from lightrag_ray.core.tokenizer import count_tokens, get_encoding  # noqa: E402
 from lightrag_ray.index.embedding_pool import EmbeddingPool  # noqa: E402
 from lightrag_ray.index.pipeline import IndexRun  # noqa: E402
+from lightrag_ray.index.stages.aliases import link_aliases  # noqa: E402
 from lightrag_ray.service.indexing import index_paths  # noqa: E402
 from lightrag_ray.service.opening import with_shards  # noqa: E402
 from lightrag_ray.service.reshard import reshard_workspace  # noqa: E402
@@ -473,6 +476,10 @@ def prepare_workspace(router: GraphRouter, chunk_rows: list[dict[str, Any]], sto
     items = graph_vector_items(router.take_changes())
     log(f"prepare: {len(todo)} synthetic summaries in {summaries_s:.1f} s, change feed of {len(items)} entities and "
         f"relations ({time.perf_counter() - started:.1f} s so far)")
+    aliases_started = time.perf_counter()
+    alias_links = link_aliases(router, everything=True)  # as the run that built the graph left it
+    alias_s = round(time.perf_counter() - aliases_started, 1)
+    log(f"prepare: alias pass over every entity: {alias_links} link ends in {alias_s} s")
     embedder = make_embedder(settings.embedding)
     wanted = {entity_id(entity_key(name)) for name in real_vector_names}
     named = [item for item in items if item["id"] in wanted]
@@ -482,7 +489,8 @@ def prepare_workspace(router: GraphRouter, chunk_rows: list[dict[str, Any]], sto
     real = dict(zip((item["id"] for item in named), embedder.embed([item["text"].split("\n", 1)[0] for item in named])))
     shape = EmbeddingShape.fit(embedder, BOOK.read_text(encoding="utf-8"), seed)
     run = IndexRun(settings, progress=None)  # creates the manifest from the settings, as indexing does
-    manifests.save(run.workspace, run.manifest.model_copy(update={"embedding_dim": embedder.dim}))  # merge_run commits
+    manifests.save(run.workspace, run.manifest.model_copy(  # merge_run commits
+        update={"embedding_dim": embedder.dim, "aliases_linked": True}))
     milvus = {}
     for name, store_settings in stores.items():
         milvus[name] = write_vectors(store_settings, vector_parts(items, chunk_rows, real, shape, seed), embedder.dim)
@@ -490,7 +498,8 @@ def prepare_workspace(router: GraphRouter, chunk_rows: list[dict[str, Any]], sto
     if exact is not None:
         exact.append(ExactIndex(vector_parts(items, chunk_rows, real, shape, seed)))
     first = next(iter(milvus.values()))
-    info = {"summaries": len(todo), "vectors": len(items) + len(chunk_rows), "real_vectors": len(real),
+    info = {"summaries": len(todo), "alias_links": alias_links, "alias_s": alias_s,
+            "vectors": len(items) + len(chunk_rows), "real_vectors": len(real),
             "milvus_upsert_s": first["upsert_s"], "milvus_close_s": first["index_s"], "milvus_open_s": first["open_s"],
             "milvus": milvus, "prepare_s": round(time.perf_counter() - started, 1)}
     log(f"prepare: {info}")
