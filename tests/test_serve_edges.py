@@ -177,6 +177,31 @@ def test_a_failed_job_ends_with_one_line_naming_its_log(service, tmp_path):
     assert log.startswith("Traceback") and "FileNotFoundError" in log and str(tmp_path) in log
 
 
+def test_the_documents_of_a_job_that_raised_are_failed_with_its_error(service, monkeypatch):
+    """Issue 29 (scripts/soak.py): a job that raised (its embedding worker killed for good
+    mid-job) left its documents in no status at all: /documents did not list them and
+    /documents/reprocess_failed could not retry them. They are failed, with the job's error."""
+    import lightrag_ray.service.jobs as jobs
+
+    job = service.submit([("a.txt", DOC_A.encode()), ("b.txt", DOC_B.encode())])
+
+    def crash(*_args, **_kwargs):
+        raise ray.exceptions.ActorDiedError()
+
+    monkeypatch.setattr(jobs, "index_paths", crash)
+    done = service.run_job(job["track_id"])
+    assert done["status"] == "failed" and done["error"].startswith("the insert failed: ")
+    failed = {row["doc_id"]: row for row in service.documents()["statuses"]["failed"]}
+    assert set(failed) == set(job["doc_ids"])
+    assert {row["file_path"] for row in failed.values()} == {"a.txt", "b.txt"}
+    assert all(row["error"] == done["error"] for row in failed.values())
+    assert {d["status"] for d in service.track_status(job["track_id"])["documents"]} == {"failed"}
+    monkeypatch.undo()
+    retry = service.reprocess_failed()
+    assert sorted(retry["doc_ids"]) == sorted(job["doc_ids"]) and retry["missing"] == 0
+    assert service.run_job(retry["track_id"])["status"] == "processed"
+
+
 def test_an_insert_after_the_embedding_workers_died_for_good_is_processed(service, llm):
     """Issue 29: past Ray's restarts the jobs' embedding workers stayed dead, and every later
     insert failed until the app restarted."""

@@ -139,6 +139,7 @@ class InsertJobs:
                        "documents are marked failed; insert them again to finish, or delete them"}
             except Exception as exc:  # the job fails, the service stays up
                 job = {**self.jobs[track_id], "status": doc_status.FAILED, "error": self._job_error(track_id, exc)}
+                self._mark_failed(job)
             else:
                 status = doc_status.FAILED if report.docs_failed else doc_status.PROCESSED
                 job = {**self.jobs[track_id], "status": status, "report": report.to_dict()}
@@ -154,6 +155,24 @@ class InsertJobs:
         elif replaced := self.embedding_pool.revive():
             LOG.warning("replaced %d embedding worker(s) that had died for good", replaced)
         return self.embedding_pool
+
+    def _mark_failed(self, job: dict[str, Any]) -> None:
+        """Record the documents of a job that raised (rolled back) as failed with its error, those
+        not processed already: /documents lists them and /documents/reprocess_failed retries them,
+        as it does a cancelled job's."""
+        known = doc_status.load(self.workspace)
+        changes: dict[str, dict[str, Any]] = {}
+        for stored, name in job["files"].items():
+            data = self.workspace.read_bytes("inbox", job["track_id"], stored) or b""
+            for row in parse_file(stored, data, name):
+                if row["error"] or known.get(row["doc_id"], {}).get("status") == doc_status.PROCESSED:
+                    continue
+                changes[row["doc_id"]] = {
+                    "doc_id": row["doc_id"], "file_path": row["file_path"], "status": doc_status.FAILED,
+                    "error": job["error"], "chunks": 0, "content_summary": doc_status.content_summary(row["text"]),
+                    "content_length": len(row["text"])}
+        if changes:
+            doc_status.update(self.workspace, list(changes.values()))
 
     def _job_error(self, track_id: str, exc: Exception) -> str:
         """One line for the job's status, paths relative to the workspace (clients do not see
