@@ -11,6 +11,7 @@ import re
 import threading
 import traceback
 import uuid
+from collections.abc import Iterator
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -19,6 +20,7 @@ from lightrag_ray.core.errors import short_error
 from lightrag_ray.index.documents import parse_file
 from lightrag_ray.index.embedding_pool import EmbeddingPool
 from lightrag_ray.index.pipeline import IndexCancelled
+from lightrag_ray.index.stages.chunk import document_row
 from lightrag_ray.service.indexing import index_paths
 from lightrag_ray.storage import doc_status
 from lightrag_ray.storage.graph.writer import GraphRouter
@@ -156,21 +158,21 @@ class InsertJobs:
             LOG.warning("replaced %d embedding worker(s) that had died for good", replaced)
         return self.embedding_pool
 
+    def inbox_files(self, job: dict[str, Any]) -> Iterator[tuple[str, str, bytes, list[dict[str, Any]]]]:
+        """(stored path, name, bytes, parsed document rows) of each file a job brought, from its
+        inbox copy (empty once a clear removed it)."""
+        for stored, name in job["files"].items():
+            data = self.workspace.read_bytes("inbox", job["track_id"], stored) or b""
+            yield stored, name, data, parse_file(stored, data, name)
+
     def _mark_failed(self, job: dict[str, Any]) -> None:
         """Record the documents of a job that raised (rolled back) as failed with its error, those
         not processed already: /documents lists them and /documents/reprocess_failed retries them,
         as it does a cancelled job's."""
         known = doc_status.load(self.workspace)
-        changes: dict[str, dict[str, Any]] = {}
-        for stored, name in job["files"].items():
-            data = self.workspace.read_bytes("inbox", job["track_id"], stored) or b""
-            for row in parse_file(stored, data, name):
-                if row["error"] or known.get(row["doc_id"], {}).get("status") == doc_status.PROCESSED:
-                    continue
-                changes[row["doc_id"]] = {
-                    "doc_id": row["doc_id"], "file_path": row["file_path"], "status": doc_status.FAILED,
-                    "error": job["error"], "chunks": 0, "content_summary": doc_status.content_summary(row["text"]),
-                    "content_length": len(row["text"])}
+        changes = {row["doc_id"]: {**document_row(row, 0), "status": doc_status.FAILED, "error": job["error"]}
+                   for *_, rows in self.inbox_files(job) for row in rows
+                   if not row["error"] and known.get(row["doc_id"], {}).get("status") != doc_status.PROCESSED}
         if changes:
             doc_status.update(self.workspace, list(changes.values()))
 

@@ -103,9 +103,8 @@ class WorkspaceService(InsertJobs):
         picked: list[tuple[str, bytes, str]] = []
         for job in list(self.jobs.values()):  # any copy will do: a doc id is its text's hash
             wanted = failed.intersection(job["doc_ids"]) - found
-            for stored, name in job["files"].items() if wanted else ():
-                data = self.workspace.read_bytes("inbox", job["track_id"], stored) or b""  # gone after a clear
-                ids = {row["doc_id"] for row in parse_file(stored, data, name) if not row["error"]} & wanted
+            for stored, name, data, rows in self.inbox_files(job) if wanted else ():
+                ids = {row["doc_id"] for row in rows if not row["error"]} & wanted
                 if ids:
                     found |= ids
                     picked.append((name, data, PurePosixPath(stored).suffix))
