@@ -83,7 +83,12 @@ def wait_for(client: httpx.Client, track_id: str, timeout_s: float = 300) -> dic
 
 @pytest.fixture(scope="module")
 def indexed(client):
-    """DOC_A by /documents/text and DOC_B + DOC_C by /documents/texts, both processed."""
+    """DOC_A, DOC_B and DOC_C indexed through the app (index_samples)."""
+    return index_samples(client)
+
+
+def index_samples(client: httpx.Client) -> dict[str, str]:
+    """DOC_A by /documents/text and DOC_B + DOC_C by /documents/texts, both processed; their ids by letter."""
     one = client.post("/documents/text", json={"text": DOC_A, "file_source": "acme.txt"})
     assert one.status_code == 200, one.text
     many = client.post("/documents/texts", json={"texts": [DOC_B, DOC_C], "file_sources": ["london.md", "lisbon"]})

@@ -2,7 +2,7 @@
 and answer calls (also as the last stream chunk), models list and retrieve, OpenAI-shaped errors whose message the client
 shows, system messages in the answer prompt, null and list-of-parts content.
 
-Real HTTP against the Serve app of test_serve (its fixtures) and the scripted LLM, which
+Real HTTP against the package's Serve app (conftest.py) and the scripted LLM, which
 records the messages it was sent.
 """
 
@@ -16,14 +16,14 @@ import pytest
 
 from lightrag_ray.core.tokenizer import count_tokens
 from tests.scripted_llm import ANSWER_PREFIX, ScriptedLLM, answer_for
-from tests.test_serve import API_KEY, app, client, indexed  # noqa: F401 - the app fixtures, reused
+from tests.test_serve import API_KEY
 
 QUESTION = [{"role": "user", "content": "Where does Dora Quinn sail from?"}]
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
 
 
 @pytest.fixture(scope="module")
-def openai_client(app):  # noqa: F811 - the imported fixture
+def openai_client(app):
     """The ``openai`` client on the app's /v1, without retries (errors surface at once)."""
     with openai.OpenAI(base_url=f"{app[0]}/v1", api_key=API_KEY, max_retries=0) as c:
         yield c
@@ -46,7 +46,7 @@ def keyword_call_tokens(llm: ScriptedLLM) -> tuple[int, int]:
 
 # ---- usage ----------------------------------------------------------------------------------
 
-def test_completion_usage_counts_the_keyword_and_answer_calls(openai_client, llm, indexed):  # noqa: F811
+def test_completion_usage_counts_the_keyword_and_answer_calls(openai_client, llm, indexed):
     calls = len(llm.requests)
     completion = openai_client.chat.completions.create(model="lightrag-local", messages=QUESTION)
     answer = completion.choices[0].message.content
@@ -60,7 +60,7 @@ def test_completion_usage_counts_the_keyword_and_answer_calls(openai_client, llm
     assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
 
 
-def test_stream_ends_with_a_usage_chunk_when_asked(openai_client, llm, indexed):  # noqa: F811
+def test_stream_ends_with_a_usage_chunk_when_asked(openai_client, llm, indexed):
     chunks = list(openai_client.chat.completions.create(
         model="lightrag-local", messages=QUESTION, stream=True, stream_options={"include_usage": True}))
     *pieces, last = chunks
@@ -100,7 +100,7 @@ def test_unknown_chat_model_is_404_with_the_servers_message(openai_client):
     assert "the model 'gpt-4o' does not exist" in str(caught.value) and caught.value.code == "model_not_found"
 
 
-def test_invalid_bodies_are_openai_400_on_v1_only(openai_client, client):  # noqa: F811
+def test_invalid_bodies_are_openai_400_on_v1_only(openai_client, client):
     with pytest.raises(openai.BadRequestError) as caught:
         openai_client.chat.completions.create(model="lightrag-local", messages=[])
     assert "invalid request body: messages: List should have at least 1 item" in str(caught.value)
@@ -118,7 +118,7 @@ def test_invalid_bodies_are_openai_400_on_v1_only(openai_client, client):  # noq
     assert lightrag.status_code == 422 and lightrag.json()["detail"][0]["type"] == "literal_error"
 
 
-def test_missing_or_wrong_key_is_openai_401_on_v1_only(app):  # noqa: F811
+def test_missing_or_wrong_key_is_openai_401_on_v1_only(app):
     wrong = openai.OpenAI(base_url=f"{app[0]}/v1", api_key="wrong", max_retries=0)
     with wrong, pytest.raises(openai.AuthenticationError) as caught:
         wrong.models.list()
@@ -127,7 +127,7 @@ def test_missing_or_wrong_key_is_openai_401_on_v1_only(app):  # noqa: F811
     assert lightrag.status_code == 403 and lightrag.json()["detail"].startswith("API Key required")
 
 
-def test_llm_failure_is_a_server_error_and_a_stream_error(openai_client, llm, indexed):  # noqa: F811
+def test_llm_failure_is_a_server_error_and_a_stream_error(openai_client, llm, indexed):
     llm.add_rule(kind="answer", action="500", times=10)
     with pytest.raises(openai.InternalServerError) as caught:
         openai_client.chat.completions.create(model="lightrag-local", messages=QUESTION)
@@ -140,7 +140,7 @@ def test_llm_failure_is_a_server_error_and_a_stream_error(openai_client, llm, in
 # ---- messages ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("model", ["lightrag-local", "lightrag-bypass"])
-def test_system_messages_reach_the_answer_prompt(openai_client, llm, indexed, model):  # noqa: F811
+def test_system_messages_reach_the_answer_prompt(openai_client, llm, indexed, model):
     turns = [{"role": "user", "content": "Who is Bob?"}, {"role": "assistant", "content": "A novelist."},
              {"role": "user", "content": "Where does Bob Jones live?"}]
     messages = [{"role": "system", "content": "Answer like a pirate."}, *turns[:2],
@@ -154,7 +154,7 @@ def test_system_messages_reach_the_answer_prompt(openai_client, llm, indexed, mo
         assert "\nAnswer like a pirate.\n\nKeep it short.\n\nKnowledge base context:\n" in sent[0]["content"]
 
 
-def test_null_content_and_content_parts(openai_client, llm, indexed):  # noqa: F811
+def test_null_content_and_content_parts(openai_client, llm, indexed):
     completion = openai_client.chat.completions.create(model="lightrag-local", messages=[
         {"role": "system", "content": None},
         {"role": "user", "content": [{"type": "text", "text": "Who is Dora Quinn?"}]},

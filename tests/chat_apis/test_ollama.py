@@ -2,7 +2,7 @@
 generate streamed as NDJSON (the default) or whole, counts and durations, LightRAG
 Server's query prefixes (mode, bypass, context only), Ollama's ``{"error"}`` bodies.
 
-Real HTTP against the Serve app of test_serve (its fixtures) and the scripted LLM, which
+Real HTTP against the package's Serve app (conftest.py) and the scripted LLM, which
 records the messages it was sent; the client is httpx speaking Ollama's protocol.
 """
 
@@ -17,8 +17,8 @@ import pytest
 from lightrag_ray.core.context import ENTITY_HEADER
 from lightrag_ray.core.tokenizer import count_tokens
 from tests.scripted_llm import ANSWER_PREFIX
-from tests.test_serve import API_KEY, MAX_BODY_MB, app, client, indexed  # noqa: F401 - the app fixtures, reused
-from tests.test_serve_openai import last_answer_call, tokens
+from tests.test_serve import API_KEY, MAX_BODY_MB
+from tests.chat_apis.test_openai import last_answer_call, tokens
 
 QUESTION = "Where does Dora Quinn sail from?"
 MODEL = "lightrag:latest"
@@ -61,7 +61,7 @@ def assert_done(last: dict[str, Any], prompt_tokens: int, answer: str) -> None:
 
 # ---- model listing ------------------------------------------------------------------------------
 
-def test_version_tags_and_ps_announce_one_model(client):  # noqa: F811
+def test_version_tags_and_ps_announce_one_model(client):
     assert client.get("/api/version").json() == {"version": "0.9.3"}
     [model] = client.get("/api/tags").json()["models"]
     assert model["name"] == model["model"] == MODEL
@@ -73,7 +73,7 @@ def test_version_tags_and_ps_announce_one_model(client):  # noqa: F811
 
 # ---- chat ---------------------------------------------------------------------------------------
 
-def test_chat_whole_answers_from_the_graph_with_counts(client, llm, indexed):  # noqa: F811
+def test_chat_whole_answers_from_the_graph_with_counts(client, llm, indexed):
     reply = chat(client, ask(QUESTION))
     answer = reply["message"]["content"]
     assert reply["message"]["role"] == "assistant" and answer == f"{ANSWER_PREFIX} {QUESTION}"
@@ -83,7 +83,7 @@ def test_chat_whole_answers_from_the_graph_with_counts(client, llm, indexed):  #
     assert tokens(sent) > 100  # the prompt holds the retrieved context
 
 
-def test_chat_streams_ndjson_by_default(client, llm, indexed):  # noqa: F811
+def test_chat_streams_ndjson_by_default(client, llm, indexed):
     *pieces, last = ollama_lines(client, "/api/chat", {"model": MODEL, "messages": ask(QUESTION)})
     assert len(pieces) > 1 and all(p["done"] is False and p["message"]["role"] == "assistant" for p in pieces)
     answer = "".join(p["message"]["content"] for p in pieces)
@@ -92,7 +92,7 @@ def test_chat_streams_ndjson_by_default(client, llm, indexed):  # noqa: F811
     assert_done(last, tokens(last_answer_call(llm)), answer)
 
 
-def test_mode_prefix_selects_the_mode_and_is_stripped(client, llm, indexed):  # noqa: F811
+def test_mode_prefix_selects_the_mode_and_is_stripped(client, llm, indexed):
     local, walk = context_of(client, QUESTION, "local"), context_of(client, QUESTION, "walk")
     assert local != walk and ENTITY_HEADER in local and ENTITY_HEADER in walk  # walk describes its entities too
     chat(client, ask(f"/local {QUESTION}"))
@@ -103,7 +103,7 @@ def test_mode_prefix_selects_the_mode_and_is_stripped(client, llm, indexed):  # 
     assert last_answer_call(llm)[0]["content"].endswith(f"Knowledge base context:\n{walk}")
 
 
-def test_history_system_messages_and_bracket_instructions(client, llm, indexed):  # noqa: F811
+def test_history_system_messages_and_bracket_instructions(client, llm, indexed):
     turns = [{"role": "user", "content": "Who is Dora Quinn?"}, {"role": "assistant", "content": "A biologist."}]
     messages = ask(f"/local[Answer in a table.] {QUESTION}", {"role": "system", "content": "Be brief."}, *turns)
     chat(client, messages, system="Answer like a pirate.", keep_alive="5m", options={"temperature": 0})
@@ -117,7 +117,7 @@ def test_history_system_messages_and_bracket_instructions(client, llm, indexed):
     (f"/bypass {QUESTION}", QUESTION),
     ("### Task:\nA title.\n<chat_history>\nUSER: Hi\n</chat_history>", None),  # Open WebUI's own task
 ])
-def test_bypass_sends_the_chat_to_the_llm_without_retrieval(client, llm, indexed, text, sent):  # noqa: F811
+def test_bypass_sends_the_chat_to_the_llm_without_retrieval(client, llm, indexed, text, sent):
     turn = {"role": "assistant", "content": "Hello."}
     reply = chat(client, ask(text, turn))
     question = sent or text
@@ -126,7 +126,7 @@ def test_bypass_sends_the_chat_to_the_llm_without_retrieval(client, llm, indexed
     assert "keywords" not in llm.counts()  # no retrieval started
 
 
-def test_context_prefix_answers_with_the_context_alone(client, llm, indexed):  # noqa: F811
+def test_context_prefix_answers_with_the_context_alone(client, llm, indexed):
     local = context_of(client, QUESTION, "local")
     reply = chat(client, ask(f"/localcontext {QUESTION}"))
     assert reply["message"]["content"] == local and reply["eval_count"] == count_tokens(local)
@@ -137,7 +137,7 @@ def test_context_prefix_answers_with_the_context_alone(client, llm, indexed):  #
 
 # ---- generate -----------------------------------------------------------------------------------
 
-def test_generate_asks_the_llm_alone(client, llm, indexed):  # noqa: F811
+def test_generate_asks_the_llm_alone(client, llm, indexed):
     body = {"model": MODEL, "prompt": "Write a title for: sailing.", "system": "Five words at most."}
     reply = client.post("/api/generate", json={**body, "stream": False}).json()
     expected = [{"role": "system", "content": body["system"]}, {"role": "user", "content": body["prompt"]}]
@@ -153,7 +153,7 @@ def test_generate_asks_the_llm_alone(client, llm, indexed):  # noqa: F811
 
 # ---- errors -------------------------------------------------------------------------------------
 
-def test_bad_bodies_are_400_with_ollamas_error(client):  # noqa: F811
+def test_bad_bodies_are_400_with_ollamas_error(client):
     cases = [
         ("/api/chat", {"model": MODEL, "messages": []},
          "invalid request body: messages: List should have at least 1 item after validation, not 0"),
@@ -173,7 +173,7 @@ def test_bad_bodies_are_400_with_ollamas_error(client):  # noqa: F811
     assert lightrag.status_code == 422 and lightrag.json()["detail"][0]["type"] == "literal_error"
 
 
-def test_missing_key_and_oversized_body_have_ollamas_error(app):  # noqa: F811
+def test_missing_key_and_oversized_body_have_ollamas_error(app):
     response = httpx.get(f"{app[0]}/api/tags", timeout=30)
     assert response.status_code == 403 and response.json()["error"].startswith("API Key required")  # as LightRAG's /api
     bearer = httpx.get(f"{app[0]}/api/tags", headers={"Authorization": f"Bearer {API_KEY}"}, timeout=30)
@@ -183,7 +183,7 @@ def test_missing_key_and_oversized_body_have_ollamas_error(app):  # noqa: F811
     assert big.status_code == 413 and big.json()["error"].startswith("request body over the limit")
 
 
-def test_llm_failure_is_502_or_an_error_line(client, llm, indexed):  # noqa: F811
+def test_llm_failure_is_502_or_an_error_line(client, llm, indexed):
     llm.add_rule(kind="answer", action="500", times=10)
     response = client.post("/api/chat", json={"model": MODEL, "messages": ask(QUESTION), "stream": False})
     assert response.status_code == 502 and response.json()["error"].startswith("the LLM failed: ")
