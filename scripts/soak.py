@@ -79,7 +79,6 @@ import numpy as np
 import psutil
 import yaml
 
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -96,6 +95,7 @@ from bench_serve import machine  # noqa: E402
 from lightrag_ray.config import ENV_PREFIX, load_settings  # noqa: E402
 from lightrag_ray.index.documents import parse_file  # noqa: E402
 from lightrag_ray.query.params import MODES, RETRIEVAL_MODES  # noqa: E402
+from lightrag_ray.ray_runtime import local_cluster_defaults  # noqa: E402
 from lightrag_ray.storage.graph.actor import shard_actor_name  # noqa: E402
 from tests.graph_helpers import graph_differences, load_stored  # noqa: E402
 from tests.milvus_standalone import MilvusStandalone  # noqa: E402
@@ -849,7 +849,9 @@ def soak_settings(llm_url: str, milvus_uri: str, prefix: str) -> dict[str, Any]:
 
 
 def start_ray(cpus: int) -> tuple[str, Path]:
-    """A local Ray cluster owned by this process (its processes inherit the marker)."""
+    """A local Ray cluster owned by this process, started as `lightrag-ray serve` would start one
+    (its processes inherit the marker)."""
+    local_cluster_defaults()
     temp = Path(tempfile.mkdtemp(prefix="soakray_", dir="/tmp"))
     ray.init(address="local", num_cpus=cpus, namespace=NAMESPACE, include_dashboard=False,
              logging_level=logging.WARNING, _temp_dir=str(temp), object_store_memory=1024 * MIB)

@@ -36,7 +36,10 @@ def shard_actor_name(workspace_uri: str, shard: int, num_shards: int, replica: i
 SHARD_RUNTIME_ENV = {"env_vars": {"ARROW_DEFAULT_MEMORY_POOL": "system"}}
 
 
-@ray.remote(runtime_env=SHARD_RUNTIME_ENV)
+# No task events: every query reads the shards, and on a cluster with a dashboard those reads
+# would fill the GCS's task table (its last 100k tasks) and push out the tasks worth seeing,
+# as Serve's own replicas do not record theirs either.
+@ray.remote(runtime_env=SHARD_RUNTIME_ENV, enable_task_events=False)
 class GraphShard:
     """Owns the entities whose key hashes to ``shard``; on (re)start it loads its committed
     state and replays the writes its ``writer`` session logged since.
