@@ -124,3 +124,17 @@ def test_bench_lite_flush_times_the_upserts_and_the_closing_flush_of_a_lite_file
         # close_s is rounded to 10 ms: the per-vector figure agrees with it within that
         assert r["close_ms_per_vector"] == pytest.approx(1000 * r["close_s"] / r["vectors"], abs=10 / r["vectors"])
         assert re.search(rf"^\| {r['vectors']} \| {r['upsert_s']} \|", done.stdout, re.MULTILINE)
+
+
+def test_bench_embed_memory_reports_rss_and_rate_per_allocator(tmp_path):
+    out = tmp_path / "embed_memory.json"
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_embed_memory.py"), "--seconds", "6",
+                           "--allocators", "glibc,threshold", "--json-out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(out.read_text(encoding="utf-8"))
+    assert [row["allocator"] for row in rows] == ["glibc", "threshold"]
+    for row in rows:
+        assert row["warm_mib"] > 100 and row["end_mib"] > 100  # the model is loaded
+        assert row["batches_per_s"] > 0 and len(row["points"]) >= 3
+        assert f"{row['allocator']:<10} RSS" in done.stdout
