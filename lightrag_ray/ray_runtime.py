@@ -22,9 +22,14 @@ BACKGROUND_NICENESS = 19  # an insert job's workers on nodes that also answer qu
 
 # A cluster started here has no dashboard, so nothing reads Ray's task events, while its GCS
 # keeps them for the last 100k tasks: a served workspace's GCS grew ~1.2 MiB a minute under
-# the soak's traffic with them, and stayed flat without (issue 29). Clusters of `ray start`
-# (KubeRay) keep theirs; an environment variable of the same name overrides this default.
-LOCAL_CLUSTER_ENV = {"RAY_task_events_report_interval_ms": "0"}
+# the soak's traffic with them, and stayed flat without (issue 29). glibc's malloc raises its
+# mmap threshold as large blocks are freed, then serves torch's tensors from a heap that
+# fragments: an embedding model fed batches of varying length grew 19% in 2 minutes, and
+# stayed flat (+0.8%) with the threshold fixed at 128 KiB, at ~8% of its embedding rate
+# (jemalloc was as flat at full rate, but is not on every host; docs/benchmarks.md). Clusters of
+# `ray start` (KubeRay) keep their task events and get the threshold from the image
+# (cluster/docker/Dockerfile); an environment variable of the same name overrides these defaults.
+LOCAL_CLUSTER_ENV = {"RAY_task_events_report_interval_ms": "0", "MALLOC_MMAP_THRESHOLD_": "131072"}
 
 
 def local_cluster_defaults() -> None:
@@ -95,3 +100,4 @@ def niceness_options(niceness: int | None) -> dict[str, Any]:
     if niceness is None:
         return {}
     return {"runtime_env": {"env_vars": {WORKER_NICENESS_ENV: str(niceness)}}}
+

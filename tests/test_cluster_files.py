@@ -27,6 +27,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 from lightrag_ray.config import Settings, load_settings
+from lightrag_ray.ray_runtime import LOCAL_CLUSTER_ENV
 from lightrag_ray.serve.app import AppArgs, app_settings
 from tests.serve_schema import validate_serve_config
 
@@ -493,6 +494,11 @@ def test_dockerfile_copies_only_the_project():
     sources = {s.rstrip("/") for c in copies for s in (c[:-1] if not c[0].startswith("--") else c[1:-1])}
     assert sources == {"pyproject.toml", "README.md", "serve_config.yaml", "lightrag_ray"}
     assert all((ROOT / s).exists() for s in sources)
+
+
+def test_dockerfile_sets_the_malloc_threshold_of_a_local_cluster():
+    envs = dict(line.split(None, 1)[1].split("=", 1) for line in _dockerfile_instructions() if line.startswith("ENV "))
+    assert envs["MALLOC_MMAP_THRESHOLD_"] == LOCAL_CLUSTER_ENV["MALLOC_MMAP_THRESHOLD_"]
 
 
 def _run_steps(variant: str, tmp_path: Path) -> tuple[int, list[list[str]]]:
