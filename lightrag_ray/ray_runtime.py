@@ -100,4 +100,3 @@ def niceness_options(niceness: int | None) -> dict[str, Any]:
     if niceness is None:
         return {}
     return {"runtime_env": {"env_vars": {WORKER_NICENESS_ENV: str(niceness)}}}
-

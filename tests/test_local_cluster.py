@@ -38,5 +38,5 @@ def test_with_task_events_asked_for_the_shards_still_record_none(tmp_path):
     seen = _probe(tmp_path, **{EVENTS_ENV: "200", MMAP_ENV: "65536"})
     assert seen["malloc"] == {MMAP_ENV: "65536"}  # the operator's settings win
     names = seen["names"]
-    assert any("plain_task" in name for name in names), names  # the operator's setting wins
+    assert any("plain_task" in name for name in names), names
     assert not any("GraphShard" in name for name in names), names
