@@ -31,9 +31,10 @@ from typing import Any, Callable
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# All nodes share this machine, so only one HTTP proxy can bind the port; on a real cluster
-# every node runs one behind the load balancer and each prefers its own node's replicas.
-# Here the one proxy spreads requests over the ingress replicas of every node instead.
+# All nodes share this machine, so only one HTTP proxy can bind the port (serve_across starts
+# one, on the head); on a real cluster every node runs one behind the load balancer and each
+# prefers its own node's replicas. Here the one proxy spreads requests over the ingress
+# replicas of every node instead.
 os.environ.setdefault("RAY_SERVE_PROXY_PREFER_LOCAL_NODE_ROUTING", "0")
 
 import ray  # noqa: E402
@@ -46,6 +47,13 @@ from tests.scripted_llm import ScriptedLLM  # noqa: E402
 
 WATCHED = ("GraphShard", "ExtractChunks", "EmbedWorker")
 LLM_KINDS = ("extract", "glean", "summary")
+STARTED = time.monotonic()
+
+
+def phase(message: str) -> None:
+    """One line on stderr per step, with the seconds since start (the test shows them when a
+    run times out)."""
+    print(f"[scenario +{time.monotonic() - STARTED:.1f}s] {message}", file=sys.stderr, flush=True)
 
 
 class TimedLLM(ScriptedLLM):
@@ -96,8 +104,22 @@ def warm_nodes() -> None:
     is the LLM's and not a fresh node's first Python start: on 2 cores, the extraction actors
     of two nodes just added started late in some runs (1.2-1.4x the one-node rate) and in time
     in others (2.5x)."""
-    ray.get([_import_extraction.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
-             .remote() for node in ray.nodes() if node["Alive"]])
+    for node in ray.nodes():
+        if node["Alive"]:
+            run_on_node(_import_extraction, node["NodeID"])
+
+
+def run_on_node(task: Any, node_id: str, seconds: float = 120) -> Any:
+    """``task`` on node ``node_id``; a node the GCS lists as alive can still be unknown to the
+    head's scheduler for a moment (TaskUnschedulableError), so that is retried."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return ray.get(task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote())
+        except ray.exceptions.TaskUnschedulableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
 
 
 def add_worker(cluster: Cluster, num_cpus: int, attempts: int = 3, **node_args: Any) -> Any:
@@ -154,6 +176,16 @@ def query_across(settings: Settings, question: str) -> dict[str, Any]:
                 "graph": session.graph.export()}
 
 
+def wait_until_served(client: Any, seconds: float = 120) -> None:
+    """Poll ``/health`` until the proxy routes it to the app (``serve.run`` returns once the
+    replicas are up; on a loaded machine the proxy learns the routes a moment later)."""
+    deadline = time.monotonic() + seconds
+    while (status := client.get("/health").status_code) != 200:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"/health still answers {status} after {seconds:.0f} s")
+        time.sleep(0.5)
+
+
 def serve_across(settings: Settings, replicas: int, requests: int = 40) -> dict[str, Any]:
     """Serve the workspace with ``replicas`` ingress replicas; the nodes whose replicas answered
     ``/health`` and whether a query was answered."""
@@ -164,10 +196,12 @@ def serve_across(settings: Settings, replicas: int, requests: int = 40) -> dict[
     from tests.net_helpers import free_port
 
     port = free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config={"log_level": "WARNING"})
+    serve.start(proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": port},
+                logging_config={"log_level": "WARNING"})
     args = AppArgs(settings=settings.model_dump(), ingress_replicas=replicas, ingress_max_replicas_per_node=1)
     serve.run(build_app(args), name="lightrag", route_prefix="/")
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+        wait_until_served(client)
         served_by = {client.get("/health").json()["served_by"] for _ in range(requests)}
         query = client.post("/query/data", json={"query": "Who is mentioned?", "mode": "mix"})
     serve.shutdown()
@@ -181,6 +215,7 @@ def node_loss(args: argparse.Namespace) -> dict[str, Any]:
     workers = [add_worker(cluster, 2) for _ in range(2)]
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, include_dashboard=False, logging_level=logging.WARNING)
+    phase("head and two workers up")
     ray.data.DataContext.get_current().enable_progress_bars = False
     removed: dict[str, Any] = {}
     with TimedLLM(latency_s=args.latency) as llm:
@@ -193,14 +228,17 @@ def node_loss(args: argparse.Namespace) -> dict[str, Any]:
             removed["actors_on_it"] = {k: v.count(victim.node_id) for k, v in removed["actor_nodes"].items()}
             removed["at_llm_requests"] = sum(llm.counts().values())
             cluster.remove_node(victim, allow_graceful=False)  # a crash, not a drain
+            phase("worker removed")
 
         if args.remove_worker_after:
             when_extracted(llm, args.remove_worker_after, remove_worker)
         started = time.monotonic()
         report = index_paths([args.corpus], settings, progress=None)
         seconds = time.monotonic() - started
+        phase("indexed")
         counts = llm.counts()
         query = query_across(settings, args.question)
+        phase("question answered")
     result = {
         "report": report.to_dict(), "seconds": round(seconds, 1), "llm_counts": counts,
         "removed": removed, "head": cluster.head_node.node_id, "alive_nodes": [n["NodeID"] for n in ray.nodes() if n["Alive"]],
@@ -215,6 +253,7 @@ def scaling(args: argparse.Namespace) -> dict[str, Any]:
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, include_dashboard=False, logging_level=logging.WARNING)
+    phase("head started")
     ray.data.DataContext.get_current().enable_progress_bars = False
     figures: dict[str, Any] = {}
     half = len(list(Path(args.corpus).glob("*.txt"))) // 2
@@ -223,7 +262,9 @@ def scaling(args: argparse.Namespace) -> dict[str, Any]:
             while len([n for n in ray.nodes() if n["Alive"]]) < nodes:
                 add_worker(cluster, 2)
             cluster.wait_for_nodes()
+            phase(f"{nodes} node(s) up")
             warm_nodes()
+            phase(f"{nodes} node(s) imported the extraction modules")
             placed: dict[str, list[str]] = {}
             # Mid-extraction (the actors of finished runs are not reported reliably).
             before = llm.counts().get("extract", 0)
@@ -236,12 +277,14 @@ def scaling(args: argparse.Namespace) -> dict[str, Any]:
             since = len(llm.arrivals)
             started = time.monotonic()
             report = index_paths([args.corpus], settings, progress=None)
+            phase(f"indexed on {nodes} node(s)")
             figures[f"nodes_{nodes}"] = {
                 **llm.rate(since), "index_seconds": round(time.monotonic() - started, 1),
                 "chunks": report.chunks, "llm_requests": report.llm_requests,
                 "extraction_nodes": len(placed.get("ExtractChunks", [])),
             }
         figures["serve"] = serve_across(settings, replicas=3)
+        phase("served from the nodes")
         figures["nodes"] = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
     ray.shutdown()
     cluster.shutdown()

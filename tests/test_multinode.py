@@ -35,8 +35,13 @@ def corpus(shared_data, tmp_path_factory):
 def _scenario(*args: str, timeout: int) -> dict:
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     env.pop("RAY_ADDRESS", None)
-    done = subprocess.run([sys.executable, "-m", "tests.multinode_scenario", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    try:
+        done = subprocess.run([sys.executable, "-m", "tests.multinode_scenario", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as timed_out:
+        stderr = timed_out.stderr.decode(errors="replace") if isinstance(timed_out.stderr, bytes) else timed_out.stderr or ""
+        steps = [line for line in stderr.splitlines() if line.startswith("[scenario")]
+        pytest.fail(f"the scenario ran past {timeout} s; its steps:\n" + "\n".join(steps) + "\n" + stderr[-3000:])
     assert done.returncode == 0, done.stderr[-6000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
