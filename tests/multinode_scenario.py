@@ -132,7 +132,7 @@ def add_worker(cluster: Cluster, num_cpus: int, attempts: int = 3, **node_args: 
         except Exception as error:  # Ray raises a bare Exception on the startup timeout
             if "timed out during startup" not in str(error):
                 raise
-            print(f"worker start timed out; retrying ({error})", file=sys.stderr)
+            phase(f"worker start timed out; retrying ({error})")
     return cluster.add_node(num_cpus=num_cpus, **node_args)
 
 
