@@ -9,6 +9,7 @@ documents fail and jobs slow.
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import httpx
@@ -77,9 +78,13 @@ def test_scan_indexes_new_files_and_records_unreadable_ones(app, client):  # noq
     assert len(statuses(client)["failed"]) == 2
 
 
+RUNS = itertools.count(1)
+
+
 def _held_job(client: httpx.Client, llm: ScriptedLLM, text: str, source: str) -> dict:  # noqa: F811
     """Insert ``text`` while ``llm`` holds its requests (the caller's ``with llm.held()``) and
-    return the job once its extraction request reached the LLM: it is running, and stays so."""
+    return the job once its extraction request reached the LLM: it is running, and stays so.
+    ``text`` and ``source`` must be new to the workspace (see ``_new_document``)."""
     job = client.post("/documents/text", json={"text": text, "file_source": source}).json()
     deadline = time.monotonic() + 120
     while not any(text in str(messages) for _, messages in list(llm.requests)):
@@ -88,9 +93,17 @@ def _held_job(client: httpx.Client, llm: ScriptedLLM, text: str, source: str) ->
     return job
 
 
+def _new_document(text: str, name: str) -> tuple[str, str]:
+    """``text`` and file ``name`` made new to the workspace, so that a test inserting them
+    holds a running job however often it runs in one session (pytest-repeat)."""
+    run = next(RUNS)
+    return f"{text} Run {run} ended.", f"{name.removesuffix('.txt')}-{run}.txt"
+
+
 def test_a_running_job_makes_writes_busy_and_cancel_pipeline_stops_it(client, llm: ScriptedLLM):  # noqa: F811
+    text, source = _new_document(DOC_D, "oslo.txt")
     with llm.held():
-        job = _held_job(client, llm, DOC_D, "oslo.txt")
+        job = _held_job(client, llm, text, source)
         assert client.get(f"/documents/track_status/{job['track_id']}").json()["job_status"] == "processing"
 
         skipped = scan(client)
@@ -109,7 +122,7 @@ def test_a_running_job_makes_writes_busy_and_cancel_pipeline_stops_it(client, ll
         assert status["cancellation_requested"] is True and status["busy"] is True, status
         assert status["latest_message"].startswith(f"cancelling insert job {job['track_id']}")
     assert wait_for(client, job["track_id"])["job_status"] == "cancelled"
-    assert "oslo.txt" in statuses(client)["failed"]
+    assert source in statuses(client)["failed"]
     assert client.post("/documents/cancel_pipeline").json() == {
         "status": "not_busy", "message": "Pipeline is not currently running. No cancellation needed."}
     assert client.get("/documents/pipeline_status").json()["cancellation_requested"] is False  # the job ended
@@ -117,8 +130,9 @@ def test_a_running_job_makes_writes_busy_and_cancel_pipeline_stops_it(client, ll
 
 def test_an_edit_while_an_insert_runs_is_409_and_applies_after_it(client, llm: ScriptedLLM):  # noqa: F811
     edit = {"entity_name": "Alice Smith", "updated_data": {"entity_type": "FOUNDER"}}  # acme.txt, scanned above
+    text, source = _new_document("Mira Holt tunes pianos in Bergen.", "bergen.txt")
     with llm.held():
-        job = _held_job(client, llm, "Mira Holt tunes pianos in Bergen.", "bergen.txt")
+        job = _held_job(client, llm, text, source)
         response = client.post("/graph/entity/edit", json=edit)
     assert response.status_code == 409, response.text
     assert "Pipeline is busy" in response.json()["detail"] and job["track_id"] in response.json()["detail"]
@@ -131,6 +145,9 @@ def test_an_edit_while_an_insert_runs_is_409_and_applies_after_it(client, llm: S
 
 
 def test_reprocess_failed_reruns_failed_documents_once_the_cause_is_gone(client, llm: ScriptedLLM):  # noqa: F811
+    unreadable = {"picture.png", "empty.txt"}  # failed with no uploaded copy to retry
+    cancelled = {name: row["id"] for name, row in statuses(client)["failed"].items() if name not in unreadable}
+    assert cancelled  # the job that cancel_pipeline stopped, above
     llm.add_rule(kind="extract", contains="Dora", action="500", times=100)
     job = client.post("/documents/text", json={"text": DOC_C + " Dora Quinn owns a boat.", "file_source": "boat"}).json()
     assert wait_for(client, job["track_id"])["job_status"] == "failed"
@@ -144,9 +161,9 @@ def test_reprocess_failed_reruns_failed_documents_once_the_cause_is_gone(client,
     assert "2 failed documents have no uploaded copy" in body["message"]  # picture.png, empty.txt
     done = wait_for(client, body["track_id"])
     assert done["job_status"] == "processed"
-    assert {d["doc_id"] for d in done["documents"]} == {doc_id(DOC_D), doc_id(DOC_C + " Dora Quinn owns a boat.")}
+    assert {d["doc_id"] for d in done["documents"]} == {*cancelled.values(), doc_id(DOC_C + " Dora Quinn owns a boat.")}
     docs = statuses(client)
-    assert {"boat", "oslo.txt"} <= set(docs["processed"]) and set(docs["failed"]) == {"picture.png", "empty.txt"}
+    assert {"boat", *cancelled} <= set(docs["processed"]) and set(docs["failed"]) == unreadable
 
     again = client.post("/documents/reprocess_failed").json()
     assert again["status"] == "reprocessing_started" and again["track_id"] == ""
