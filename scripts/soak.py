@@ -506,7 +506,7 @@ class Writer:
                     await self.edit_round(cycle)
                 await self.insert([self.next_insert(cycle)])
             cycle += 1
-            await asyncio.sleep(max(0.0, every - (self.traffic.now() - started)))
+            await asyncio.sleep(max(0.0, min(every - (self.traffic.now() - started), until - self.traffic.now())))
         return cycle
 
     async def wait_for_jobs(self, timeout_s: float) -> bool:
