@@ -99,7 +99,7 @@ from lightrag_ray.ray_runtime import local_cluster_defaults  # noqa: E402
 from lightrag_ray.storage.graph.actor import shard_actor_name  # noqa: E402
 from tests.graph_helpers import graph_differences, load_stored  # noqa: E402
 from tests.milvus_standalone import MilvusStandalone  # noqa: E402
-from tests.net_helpers import free_port  # noqa: E402
+from tests.net_helpers import answers, free_port, wait_until  # noqa: E402
 
 MARKER_ENV = "LIGHTRAG_SOAK_RUN"  # every process of a run carries it (Ray's included): found by it at the end
 NAMESPACE = "lightrag_ray"  # settings.ray.namespace: where the shard actors are named
@@ -799,25 +799,6 @@ def child_env(marker: str) -> dict[str, str]:
     env.update({MARKER_ENV: marker, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
                 "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)})
     return env
-
-
-def wait_until(check: Callable[[], bool], timeout_s: float, what: str, process: subprocess.Popen | None = None,
-               log_path: Path | None = None) -> None:
-    """Poll ``check`` until it holds; raise (with the log's tail) on timeout or if ``process`` ended."""
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if process is not None and process.poll() is not None or time.monotonic() > deadline:
-            tail = log_path.read_text(errors="replace")[-3000:] if log_path and log_path.exists() else ""
-            raise RuntimeError(f"{what} did not come up{' (it exited)' if process and process.poll() is not None else ''}"
-                               f"\n{tail}")
-        time.sleep(0.5)
-
-
-def answers(url: str, path: str) -> bool:
-    try:
-        return httpx.get(url + path, timeout=10).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def start_llm(workdir: Path, marker: str, latency: float) -> tuple[subprocess.Popen, str]:

@@ -176,16 +176,6 @@ def query_across(settings: Settings, question: str) -> dict[str, Any]:
                 "graph": session.graph.export()}
 
 
-def wait_until_served(client: Any, seconds: float = 120) -> None:
-    """Poll ``/health`` until the proxy routes it to the app (``serve.run`` returns once the
-    replicas are up; on a loaded machine the proxy learns the routes a moment later)."""
-    deadline = time.monotonic() + seconds
-    while (status := client.get("/health").status_code) != 200:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"/health still answers {status} after {seconds:.0f} s")
-        time.sleep(0.5)
-
-
 def serve_across(settings: Settings, replicas: int, requests: int = 40) -> dict[str, Any]:
     """Serve the workspace with ``replicas`` ingress replicas; the nodes whose replicas answered
     ``/health`` and whether a query was answered."""
@@ -193,15 +183,16 @@ def serve_across(settings: Settings, replicas: int, requests: int = 40) -> dict[
     from ray import serve
 
     from lightrag_ray.serve.app import AppArgs, build_app
-    from tests.net_helpers import free_port
+    from tests.net_helpers import answers, free_port, wait_until
 
     port = free_port()
     serve.start(proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": port},
                 logging_config={"log_level": "WARNING"})
     args = AppArgs(settings=settings.model_dump(), ingress_replicas=replicas, ingress_max_replicas_per_node=1)
     serve.run(build_app(args), name="lightrag", route_prefix="/")
+    # serve.run returns once the replicas are up; on a loaded machine the proxy routes a moment later
+    wait_until(lambda: answers(f"http://127.0.0.1:{port}", "/health"), 120, "the app's /health through the proxy")
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
-        wait_until_served(client)
         served_by = {client.get("/health").json()["served_by"] for _ in range(requests)}
         query = client.post("/query/data", json={"query": "Who is mentioned?", "mode": "mix"})
     serve.shutdown()

@@ -22,6 +22,7 @@ from tests.test_serve_graph_edits import owner_log_text
 from tests.test_serve import DOC_A, DOC_B, DOC_C, client, run_app, wait_for  # noqa: F401 - client: fixture
 
 DOC_D = "Ezra Pike repairs clocks in Oslo. Ezra Pike sells clocks to Nora Lind in Oslo."
+RUNS = itertools.count(1)  # numbers the documents of _new_document
 
 
 @pytest.fixture(scope="module")
@@ -76,9 +77,6 @@ def test_scan_indexes_new_files_and_records_unreadable_ones(app, client):  # noq
     assert [d["doc_id"] for d in job["documents"]] == [doc_id(DOC_C)]
     assert wait_for(client, third["track_id"])["job_status"] == "processed"
     assert len(statuses(client)["failed"]) == 2
-
-
-RUNS = itertools.count(1)
 
 
 def _held_job(client: httpx.Client, llm: ScriptedLLM, text: str, source: str) -> dict:  # noqa: F811
