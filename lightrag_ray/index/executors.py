@@ -21,6 +21,7 @@ import itertools
 import math
 import os
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,12 +147,13 @@ class InProcess:
         """Merge counts per batch; chunk vectors are computed beside extraction (``embedded``
         hears of each stored batch)."""
         parts = self.parts
-        extract = extraction_stage(self.settings)(settings=self.settings.model_dump(), earlier_parts=parts.cache_parts)
         merge = MergeIntoShards(parts.shards, parts.run)
         embedding = ChunkVectors(parts, embedded)
-        for batch in _run_chunks(parts.run, self.settings.llm.max_concurrency):
-            embedding.submit(batch)
-            yield from merge(extract(batch))
+        stage = extraction_stage(self.settings)(settings=self.settings.model_dump(), earlier_parts=parts.cache_parts)
+        with closing(stage) as extract:
+            for batch in _run_chunks(parts.run, self.settings.llm.max_concurrency):
+                embedding.submit(batch)
+                yield from merge(extract(batch))
         embedding.wait_all()
 
     def summarise(self) -> dict[str, int]:

@@ -62,6 +62,10 @@ class _Extract:
     def _extract_new(self, chunks: list[Row]) -> list[Row]:
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Release what the stage holds beyond its lifetime (the LLM stage: its connections and
+        event loop); a process that runs many stages calls it after each."""
+
 
 class FastExtractChunks(_Extract):
     """Extraction by heuristics (no LLM, a few ms a chunk)."""
@@ -85,6 +89,9 @@ class ExtractChunks(_Extract):
 
     def _extract_new(self, chunks: list[Row]) -> list[Row]:
         return self.llm.each(self._extract, chunks)
+
+    def close(self) -> None:
+        self.llm.close()
 
     async def _extract(self, chunk: Row) -> Row:
         ex = self.settings.extraction

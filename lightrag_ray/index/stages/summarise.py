@@ -10,6 +10,7 @@ same prompts). The partitions become the input of the LLM stage; the driver hold
 from __future__ import annotations
 
 import zlib
+from contextlib import closing
 from typing import Any
 
 import pandas as pd
@@ -36,6 +37,10 @@ class SummarizeItems:
 
     def __call__(self, items: list[Row]) -> list[Row]:
         return self.llm.each(self._summarize, items)
+
+    def close(self) -> None:
+        """Close the LLM client and its event loop (see ``BatchCaller``)."""
+        self.llm.close()
 
     async def _summarize(self, item: Row) -> Row:
         try:
@@ -93,14 +98,15 @@ def pending_partitions(shards: ShardHandles, settings: Settings, task_options: d
     return [_one_per_hash.options(**task_options).remote(*(refs[p] for refs in per_shard)) for p in range(partitions)]
 
 
-def summarise_in_process(settings: Settings, graph: Any, stage: SummarizeItems | None = None) -> dict[str, int]:
+def summarise_in_process(settings: Settings, graph: Any) -> dict[str, int]:
     """Summarise the changed items over the limits with the LLM of this process (a small run,
     a delete, a graph edit); returns the counts of ``ApplySummaries``."""
     limits = settings.graph
     items = graph.pending_summaries(limits.summary_max_fragments, limits.summary_max_tokens)
     if not items:
         return {"summaries": 0, "summaries_failed": 0}
-    rows = (stage or SummarizeItems(settings.model_dump()))(items)
+    with closing(SummarizeItems(settings.model_dump())) as stage:
+        rows = stage(items)
     return ApplySummaries(graph)(rows)[0]
 
 
