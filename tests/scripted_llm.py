@@ -198,6 +198,11 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 1024
     owner: Any  # the object whose state the handler serves
 
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Count the connection (a client that reuses its connections opens few), then serve it."""
+        self.owner.connections += 1
+        super().process_request(request, client_address)
+
 
 class BackgroundServer:
     """Serves ``handler`` on ``host``:``port`` (0: any free port) from a daemon thread."""
@@ -207,6 +212,7 @@ class BackgroundServer:
     port: int
     _server: _Server | None = None
     _thread: threading.Thread | None = None
+    connections = 0  # accepted so far
 
     @property
     def url(self) -> str:

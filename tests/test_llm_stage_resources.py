@@ -1,13 +1,12 @@
 """The LLM stages a long-lived process runs again and again (the Serve app's workspace owner runs
 extraction and summaries in process for every insert job, delete and graph edit) give back their
 connections and event loop each time: under Serve's uvloop, a stage that kept them lost six file
-descriptors (an io_uring, an epoll, pipes) and memory per run, for good (issue 29's owner RSS)."""
+descriptors (an io_uring, an epoll, an eventfd, pipes) and memory per run, for good (issue 29's
+owner RSS)."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import time
 from collections.abc import Iterator
 from contextlib import closing
 
@@ -18,25 +17,12 @@ from lightrag_ray.core.records import EntityRecord
 from lightrag_ray.index.stages.extract import ExtractChunks
 from lightrag_ray.index.stages.summarise import summarise_in_process
 from tests.memory_stores import MemoryGraph
+from tests.net_helpers import event_loop_descriptors
 
 pytestmark = pytest.mark.timeout(120)
 
 ROUNDS = 6
 PASSAGE = "Marie Curie worked in Paris with Pierre Curie. The Sorbonne hired Marie Curie in 1906."
-
-
-def open_descriptors() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
-def settled_descriptors(expected: int, timeout_s: float = 5.0) -> int:
-    """This process's descriptor count once it reaches ``expected`` or ``timeout_s`` passed (the
-    scripted LLM serves from a thread of this process and closes its side of a connection a
-    moment after the client did)."""
-    deadline = time.monotonic() + timeout_s
-    while (count := open_descriptors()) != expected and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return count
 
 
 @pytest.fixture
@@ -53,13 +39,13 @@ def test_an_extraction_stage_run_again_and_again_keeps_no_descriptor(serve_event
     chunk = {"doc_id": "doc-1", "file_path": "curie.txt", "text": PASSAGE}
     with closing(ExtractChunks(settings, [])) as stage:  # the first run loads what stays loaded
         assert not stage([{**chunk, "chunk_id": "chunk-warm"}])[0]["error"]
-    before = open_descriptors()
+    before = event_loop_descriptors()
     for i in range(ROUNDS):
         with closing(ExtractChunks(settings, [])) as stage:
             [row] = stage([{**chunk, "chunk_id": f"chunk-{i}"}])
         assert not row["error"] and not row["cached"]
     assert llm.counts()["extract"] == ROUNDS + 1
-    assert settled_descriptors(before) == before
+    assert event_loop_descriptors() == before
 
 
 def test_summaries_in_process_again_and_again_keep_no_descriptor(serve_event_loops, llm, make_settings) -> None:
@@ -72,9 +58,9 @@ def test_summaries_in_process_again_and_again_keep_no_descriptor(serve_event_loo
 
     mention(-1)
     assert summarise_in_process(settings, graph)["summaries"] == 1
-    before = open_descriptors()
+    before = event_loop_descriptors()
     for i in range(ROUNDS):
         mention(i)
         assert summarise_in_process(settings, graph) == {"summaries": 1, "summaries_failed": 0}
     assert llm.counts()["summary"] >= ROUNDS + 1
-    assert settled_descriptors(before) == before
+    assert event_loop_descriptors() == before

@@ -106,6 +106,17 @@ def test_bypass_uses_no_retrieval(session, llm):
     assert llm.requests[0][1] == [{"role": "user", "content": "Say hello"}]
 
 
+def test_a_session_asks_many_questions_over_one_connection_pool(session, llm):
+    """A notebook keeps a session open for hours: its questions share one event loop and one HTTP
+    client (with a loop per question, every question left an unclosed client and its socket)."""
+    assert session.query("Say hello", QueryParam(mode="bypass")).answer
+    opened = llm.connections
+    for i in range(6):
+        assert session.query(f"Say hello {i}", QueryParam(mode="bypass")).llm_calls == 1
+    assert llm.counts() == {"answer": 7}
+    assert llm.connections - opened <= 1  # the pooled connection (one more if it expired meanwhile)
+
+
 @pytest.mark.parametrize("mode", ["local", "global", "hybrid", "mix", "naive"])
 def test_budgets_are_never_exceeded(session, llm, mode):
     param = {"max_entity_tokens": 60, "max_relation_tokens": 90, "max_total_tokens": 700}

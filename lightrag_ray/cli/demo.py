@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +68,7 @@ def run_demo(settings: Settings, html: str | None = None) -> dict[str, Any]:
         _say("Top entities by degree: " + ", ".join(f"{e['name']} ({e['degree']})" for e in top))
         results = []
         for question in QUESTIONS:
-            result = asyncio.run(_answer(session, question))
+            result = session.run(_answer(session, question))
             _print_answer(question, result, generated=session.llm is not None)
             results.append(result)
     chunks = {row["chunk_id"]: row for row in Workspace(settings.workspace).read_rows("chunks")}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import os
@@ -295,15 +294,15 @@ def _query(args: argparse.Namespace) -> int:
     with LocalSession(settings) as session:
         engine = session.engine
         if args.context_only:
-            context, keywords, _ = asyncio.run(engine.retrieve(args.question, param))
+            context, keywords, _ = session.run(engine.retrieve(args.question, param))
             if args.json:
                 print(json.dumps({**context.to_dict(), "keywords": vars(keywords)}, indent=2, ensure_ascii=False))
             else:
                 print(context.text or "(nothing found)")
         elif args.stream:
-            asyncio.run(_print_stream(engine.stream(args.question, param)))
+            session.run(_print_stream(engine.stream(args.question, param)))
         else:
-            result = asyncio.run(engine.query(args.question, param))
+            result = session.run(engine.query(args.question, param))
             print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) if args.json else result.answer)
     return 0
 

@@ -182,6 +182,6 @@ class OpenAICompatibleClient:
                 raise self._fail("LLM stream ended without content")
 
     async def aclose(self) -> None:
-        """Close the HTTP connections."""
-        if self._http is not None and not self._http.is_closed:
+        """Close the HTTP connections (those made on another event loop went with that loop)."""
+        if self._http is not None and not self._http.is_closed and self._loop is asyncio.get_running_loop():
             await self._http.aclose()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from lightrag_ray.config import Settings
 from lightrag_ray.core.context import QueryContext
@@ -13,10 +15,15 @@ from lightrag_ray.query.stores import ThreadedEmbedder, ThreadedVectorIndex
 from lightrag_ray.service.opening import open_workspace
 from lightrag_ray.storage import manifest as manifests
 
+T = TypeVar("T")
+
 
 class LocalSession:
     """A QueryEngine over a workspace opened as a one-process ``session``
-    (service.opening), with everything it opened closed on exit."""
+    (service.opening), with everything it opened closed on exit.
+
+    Its queries run on one event loop for the session's lifetime, so the LLM client keeps one
+    connection pool (a loop per query left an unclosed HTTP client behind each time)."""
 
     def __init__(self, settings: Settings) -> None:
         self.opened = open_workspace(settings, "session")  # fails at once on a workspace with no index
@@ -32,15 +39,20 @@ class LocalSession:
         self.llm = make_llm_client(settings.llm) if settings.llm.backend != "none" else None
         self.engine = QueryEngine(self.settings, ThreadedEmbedder(self.embedder), ThreadedVectorIndex(self.vectors),
                                   self.opened.reader, self.llm)
+        self.runner = asyncio.Runner()
+
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine of ``self.engine`` on the session's event loop, from synchronous code."""
+        return self.runner.run(work)
 
     def retrieve(self, question: str, param: QueryParam | None = None) -> QueryContext:
         """The context for ``question`` (no generation), from synchronous code."""
-        context, _, _ = asyncio.run(self.engine.retrieve(question, param or QueryParam()))
+        context, _, _ = self.run(self.engine.retrieve(question, param or QueryParam()))
         return context
 
     def query(self, question: str, param: QueryParam | None = None) -> QueryResult:
         """Retrieve and generate an answer, from synchronous code."""
-        return asyncio.run(self.engine.query(question, param))
+        return self.run(self.engine.query(question, param))
 
     def __enter__(self) -> "LocalSession":
         return self
@@ -49,5 +61,11 @@ class LocalSession:
         self.close()
 
     def close(self) -> None:
-        """Stop the shard actors and release the Milvus file."""
-        self.opened.close()
+        """Close the LLM client and the event loop, stop the shard actors and release the Milvus
+        file."""
+        try:
+            if self.llm is not None:
+                self.run(self.llm.aclose())
+        finally:
+            self.runner.close()
+            self.opened.close()
