@@ -63,10 +63,10 @@ class BatchCaller:
     """An LLM client with its own event loop, for synchronous batch stages: ``each`` runs one
     coroutine per row concurrently (the client bounds the requests in flight).
 
-    ``close`` (or leaving a ``with`` block) closes the client's connections and the loop. A
-    caller dropped without it keeps both: an unclosed uvloop loop (Serve's) is never freed, so
-    a long-lived process that makes a caller per insert job loses file descriptors (an io_uring,
-    an epoll, pipes) and memory with every job."""
+    ``close`` closes the client's connections and the loop. A caller dropped without it keeps
+    both: an unclosed uvloop loop (Serve's) is never freed, so a long-lived process that makes
+    a caller per insert job loses file descriptors (an io_uring, an epoll, pipes) and memory
+    with every job."""
 
     def __init__(self, config: LLMConfig) -> None:
         self.client = make_llm_client(config)
@@ -88,9 +88,3 @@ class BatchCaller:
             self.runner.run(self.client.aclose())
         finally:
             self.runner.close()
-
-    def __enter__(self) -> BatchCaller:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
