@@ -6,10 +6,14 @@ Christmas Carol (indexed in fast mode on first use), or drives an app already ru
 (--url). For each number of ingress replicas (--replicas) and client count it prints
 requests, throughput and p50/p95/p99 latency; with --during-insert it measures each
 client count again while an insert job (copies of the book, new chunks each time) runs,
-and prints the ratio of the two p50s. The clients run on the same machine, so on 2 cores
-they compete with the server.
+and prints the ratio of the two p50s. With --workspaces 2 the app serves a workspaces root
+holding two copies of the workspace, ``a`` and ``b``: the queries go to ``b`` and the insert job
+runs in ``a``, and once it runs a small insert into ``b`` is sent and the seconds until that job
+starts are printed (a workspace's writes never wait for another's). The clients run on the
+same machine, so on 2 cores they compete with the server.
 
     .venv/bin/python scripts/bench_serve.py --clients 1 8 32 --duration 20 --replicas 1 2 --during-insert
+    .venv/bin/python scripts/bench_serve.py --clients 1 8 --duration 20 --during-insert --workspaces 2 --cpus 4
 """
 
 from __future__ import annotations
@@ -53,12 +57,14 @@ def _free_port() -> int:
 
 
 SETTINGS = {"llm": {"backend": "none"}, "extraction": {"mode": "fast"}}
+WORKSPACE_NAMES = "abcdefghijklmnopqrstuvwxyz"
 
 
-def start_app(workspace: Path, corpus: str | None, replicas: int) -> str:
+def start_app(workspace: Path, corpus: str | None, replicas: int, workspaces: int = 1, cpus: int | None = None) -> str:
     """Index ``corpus`` (default: the bundled sample) into ``workspace/base`` if needed, start
     Ray (once) and the app with ``replicas`` ingress replicas over a fresh copy of it (so an
-    earlier run's insert does not grow the graph of the next); returns its URL."""
+    earlier run's insert does not grow the graph of the next), or with ``workspaces`` > 1 over
+    a workspaces root of that many copies (named a, b, ...); returns its URL."""
     import ray
     from ray import serve
 
@@ -68,7 +74,7 @@ def start_app(workspace: Path, corpus: str | None, replicas: int) -> str:
     from lightrag_ray.serve.app import AppArgs, build_app
 
     if not ray.is_initialized():
-        ray.init(include_dashboard=False, logging_level=logging.WARNING)
+        ray.init(num_cpus=cpus, include_dashboard=False, logging_level=logging.WARNING)
         ray.data.DataContext.get_current().enable_progress_bars = False
     base, served = workspace / "base", workspace / f"served-{replicas}"
     if not (base / "manifest.json").exists():
@@ -78,10 +84,12 @@ def start_app(workspace: Path, corpus: str | None, replicas: int) -> str:
               f"{report.relations} relations in {report.seconds:.0f} s", file=sys.stderr)
     serve.shutdown()
     shutil.rmtree(served, ignore_errors=True)
-    shutil.copytree(base, served)
+    many = {"workspaces_root": str(served), "default_workspace": WORKSPACE_NAMES[0]} if workspaces > 1 else {}
+    for name in WORKSPACE_NAMES[:workspaces] if many else [""]:
+        shutil.copytree(base, served / name)
     port = _free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config={"log_level": "WARNING"})
-    app = build_app(AppArgs(workspace=str(served), settings=SETTINGS, ingress_replicas=replicas))
+    app = build_app(AppArgs(workspace=str(served), settings=SETTINGS, ingress_replicas=replicas, **many))
     serve.run(app, name="lightrag", route_prefix="/")
     return f"http://127.0.0.1:{port}"
 
@@ -167,6 +175,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="measure each client count again while an insert job runs")
     parser.add_argument("--insert-copies", type=int, default=8,
                         help="copies of the corpus in each insert job (8; enough to outlast the loads)")
+    parser.add_argument("--workspaces", type=int, default=1, choices=range(1, 27), metavar="N",
+                        help="serve N copies of the workspace (a, b, ...) from one app: queries to b, the insert job "
+                        "in a, then a small insert into b, timed to its start (1: one workspace)")
+    parser.add_argument("--cpus", type=int, help="logical CPUs of the local Ray cluster (default: the machine's; two "
+                        "open workspaces and an insert job reserve more than 2)")
     parser.add_argument("--url", help="drive this running app instead of starting one (one --replicas value)")
     parser.add_argument("--api-key", default=os.environ.get("LIGHTRAG_RAY_API_KEY"), help="key for --url")
     parser.add_argument("--workspace", default=str(Path(tempfile.gettempdir()) / "lightrag_ray_bench_serve"))
@@ -176,29 +189,50 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.url and len(args.replicas) > 1:
         parser.error("--url drives one running app: give at most one --replicas value")
+    if args.url and args.workspaces > 1:
+        parser.error("--workspaces starts its own app: leave out --url")
     headers = {"X-API-Key": args.api_key} if args.api_key else {}
+    # with several workspaces the queries go to b and the insert job runs in a
+    reads, writes = (({**headers, "LIGHTRAG-WORKSPACE": "b"}, {**headers, "LIGHTRAG-WORKSPACE": "a"})
+                     if args.workspaces > 1 else (headers, headers))
     rows: list[dict[str, Any]] = []
     for replicas in args.replicas:
-        url = args.url or start_app(Path(args.workspace), args.corpus, replicas)
-        asyncio.run(drive(url, 2, 3.0, args.mode, headers))  # warm-up: models loaded, connections open
+        url = args.url or start_app(Path(args.workspace), args.corpus, replicas, args.workspaces, args.cpus)
+        asyncio.run(drive(url, 2, 3.0, args.mode, reads))  # warm-up: models loaded, connections open
         for n in args.clients:
-            rows.append({"replicas": replicas, "phase": "idle", **asyncio.run(drive(url, n, args.duration, args.mode, headers))})
+            rows.append({"replicas": replicas, "phase": "idle", **asyncio.run(drive(url, n, args.duration, args.mode, reads))})
         if args.during_insert:
             texts = insert_text(args.corpus, args.insert_copies, f"r{replicas}-{time.time_ns()}")
-            track = asyncio.run(start_insert(url, headers, texts))
+            track = asyncio.run(start_insert(url, writes, texts))
+            if args.workspaces > 1:
+                rows[-1]["other_insert_start_s"] = asyncio.run(other_insert_start(url, reads, args.corpus, replicas))
             for n in args.clients:
-                row = asyncio.run(drive(url, n, args.duration, args.mode, headers))
+                row = asyncio.run(drive(url, n, args.duration, args.mode, reads))
                 rows.append({"replicas": replicas, "phase": "insert", **row})
-            rows[-1]["insert_still_running"] = asyncio.run(_running(url, headers, track))
-            status = asyncio.run(wait_for_job(url, headers, track))
+            rows[-1]["insert_still_running"] = asyncio.run(_running(url, writes, track))
+            status = asyncio.run(wait_for_job(url, writes, track))
             print(f"insert job of {len(texts)} texts ended: {status}", file=sys.stderr)
 
     command = "python scripts/bench_serve.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     print(table(rows))
     print(f"\nPOST /query/data, mode {args.mode}, {args.duration:g} s per row; machine: {machine()}")
+    for row in rows:
+        if "other_insert_start_s" in row:
+            print(f"replicas {row['replicas']}: an insert into b, sent while a's job ran, started after "
+                  f"{row['other_insert_start_s']:.2f} s")
     print(f"command: {command.strip()}")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({"command": command, "mode": args.mode, "rows": rows}, indent=2))
+
+
+async def other_insert_start(url: str, headers: dict[str, str], corpus: str | None, replicas: int) -> float:
+    """Seconds from sending a one-text insert (``headers`` name its workspace) until its job
+    runs, while another workspace's job runs."""
+    started = time.perf_counter()
+    track = await start_insert(url, headers, insert_text(corpus, 1, f"other-r{replicas}-{time.time_ns()}")[:1])
+    seconds = time.perf_counter() - started
+    print(f"insert into the other workspace ended: {await wait_for_job(url, headers, track)}", file=sys.stderr)
+    return round(seconds, 3)
 
 
 async def _running(url: str, headers: dict[str, str], track: str) -> bool:

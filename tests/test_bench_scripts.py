@@ -109,6 +109,46 @@ def test_bench_serve_prints_latency_rows_for_each_client_count(tmp_path):
     assert done.stderr.count("insert job of 2 texts ended: processed") == 1
 
 
+def test_bench_serve_with_two_workspaces_queries_one_while_the_other_inserts(tmp_path):
+    """--workspaces 2: one app over a root of two copies; queries to b, the insert job in a, and
+    an insert into b sent meanwhile, timed to its start."""
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "RAY_ADDRESS": "local"}
+    corpus = tmp_path / "small.txt"
+    corpus.write_text("Ebenezer Scrooge meets Jacob Marley. Bob Cratchit works for Ebenezer Scrooge.", encoding="utf-8")
+    out = tmp_path / "rows.json"
+    command = [sys.executable, str(ROOT / "scripts" / "bench_serve.py"), "--clients", "2", "--duration", "2",
+               "--during-insert", "--insert-copies", "2", "--workspaces", "2", "--cpus", "4",
+               "--corpus", str(corpus), "--workspace", str(tmp_path / "ws"), "--json-out", str(out)]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["phase"], r["clients"]) for r in rows] == [("idle", 2), ("insert", 2)]
+    assert all(r["requests"] > 0 and r["errors"] == 0 for r in rows)
+    started = rows[0]["other_insert_start_s"]
+    assert 0 < started and f"an insert into b, sent while a's job ran, started after {started:.2f} s" in done.stdout
+    assert "insert into the other workspace ended: processed" in done.stderr
+    assert "insert job of 2 texts ended: processed" in done.stderr
+    assert sorted(p.name for p in (tmp_path / "ws" / "served-1").iterdir()) == ["a", "b"]
+
+
+def test_bench_workspaces_fills_and_queries_more_workspaces_than_stay_open(tmp_path, shared_data):
+    """Three workspaces, one kept open: every first query reopens its workspace (cold), the
+    second finds it open (warm), every answer comes from its own workspace."""
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "RAY_ADDRESS": "local"}
+    out = tmp_path / "figures.json"
+    command = [sys.executable, str(ROOT / "scripts" / "bench_workspaces.py"), "--workspaces", "3", "--max-open", "1",
+               "--root", str(tmp_path / "root"), "--json-out", str(out)]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    assert figures["answers_from_own_workspace"] == "6/6" and figures["listed"] == 4  # w01-w03 and default
+    assert figures["open_at_end"] == 1
+    assert 0 < figures["warm"]["p50_ms"] < figures["cold"]["p50_ms"]
+    assert 0 < figures["peak_holders_mib"] < figures["peak_app_mib"]
+    assert "| workspaces | max open | memory cap MiB |" in done.stdout
+    assert sorted(p.name for p in (tmp_path / "root").iterdir()) == ["default", "w01", "w02", "w03"]
+
+
 @pytest.mark.timeout(180)
 def test_bench_lite_flush_times_the_upserts_and_the_closing_flush_of_a_lite_file(tmp_path):
     out = tmp_path / "rows.json"

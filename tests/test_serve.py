@@ -31,9 +31,9 @@ DOC_C = "Dora Quinn sails from Lisbon. Dora Quinn studies whales near Lisbon."
 MAX_BODY_MB = 0.05
 
 
-def run_app(workspace: Path, llm_url: str, extraction_mode: str = "fast", **args: Any) -> str:
-    """Start the application with serve.run (API key, small body limit, two shards, the
-    scripted LLM at ``llm_url``; ``args``: other or more AppArgs); returns its base URL.
+def run_app(workspace: Path, llm_url: str, extraction_mode: str = "fast", shards: int = 2, **args: Any) -> str:
+    """Start the application with serve.run (API key, small body limit, ``shards`` graph shards,
+    the scripted LLM at ``llm_url``; ``args``: other or more AppArgs); returns its base URL.
     serve.shutdown() stops it."""
     from ray import serve
 
@@ -48,7 +48,7 @@ def run_app(workspace: Path, llm_url: str, extraction_mode: str = "fast", **args
                     "max_retries": 1},
             "extraction": {"mode": extraction_mode, "actors": 1, "num_cpus": 0.2},
             "embedding": {"actors": 1},
-            "graph": {"num_shards": 2},
+            "graph": {"num_shards": shards},
         },
     )
     serve.run(build_app(app_args), name="lightrag", route_prefix="/")

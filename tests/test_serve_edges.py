@@ -208,7 +208,7 @@ def test_an_insert_after_the_embedding_workers_died_for_good_is_processed(servic
     llm.latency_s = 0.0
     first = service.submit([("c.txt", DOC_B.encode())])
     assert service.run_job(first["track_id"])["status"] == "processed"
-    for worker in service.embedding_pool.workers:
+    for worker in service.embedding_pool.pool.workers:
         ray.kill(worker, no_restart=True)
     later = service.submit([("d.txt", DOC_A.encode())])
     assert service.run_job(later["track_id"])["status"] == "processed", service.track_status(later["track_id"])

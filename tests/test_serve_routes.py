@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi.testclient import TestClient
+from ray.exceptions import ActorDiedError
 
 from lightrag_ray.query.engine import Prepared, QueryEngine, QueryParam
 from lightrag_ray.serve.app import http_app
@@ -15,22 +16,39 @@ from tests.test_query_engine import CannedLLM, _engine
 ANSWER = "Canned answer citing [1]."
 
 
-class InProcessReplica:
-    """The ingress replica as the routes see it (serve.routes.replica.Replica), over an
-    engine on in-memory stores."""
+class InProcessSpace:
+    """One workspace as the routes see it (serve.routes.replica.Space), over an engine on
+    in-memory stores; ``writer``: what the owner's calls answer (None: no owner)."""
 
-    def __init__(self, engine: QueryEngine) -> None:
+    def __init__(self, engine: QueryEngine, writer: Any = None) -> None:
+        self.name = "default"
         self.query_engine = engine
         self.settings = engine.settings
-        self.llm = engine.llm
-        self.workspace = None
-        self.api_key = None
+        self.writer = writer
         self.input_dir = "inputs"
-        self.webui_dir = None
-        self.node_id = "in-process"
 
     async def engine(self) -> QueryEngine:
         return self.query_engine
+
+
+class InProcessReplica:
+    """The ingress replica as the routes see it (serve.routes.replica.Replica), its one
+    workspace an InProcessSpace."""
+
+    def __init__(self, engine: QueryEngine, writer: Any = None) -> None:
+        self.settings = engine.settings
+        self.llm = engine.llm
+        self.owner = None
+        self.api_key = None
+        self.webui_dir = None
+        self.node_id = "in-process"
+        self.default = InProcessSpace(engine, writer)
+
+    async def space(self, name: str, create: bool = False) -> InProcessSpace:
+        return self.default
+
+    async def forget(self, name: str) -> None:
+        return None
 
 
 def test_answering_routes_share_one_answering_path(monkeypatch):
@@ -63,3 +81,29 @@ def test_answering_routes_share_one_answering_path(monkeypatch):
             assert response.status_code == 200, (path, response.text)
             assert prepared[asked:] == [question], path
             assert "Canned" in response.text, path  # the LLM's answer came back
+
+
+class _DeadOwner:
+    """The workspace owner's calls as they fail when its replica dies during the call."""
+
+    def __getattr__(self, method: str) -> Any:
+        return self
+
+    async def remote(self, *args: Any) -> Any:
+        raise ActorDiedError()
+
+
+def test_a_back_end_replica_dying_during_a_call_is_a_503_with_retry_after():
+    """Serve replaces a killed owner, but a call it was answering fails with ActorDiedError:
+    every contract's route answers 503 + Retry-After (a retry reaches the new replica), never a 500."""
+    engine, _ = _engine(llm=CannedLLM(ANSWER))
+    app = http_app()
+    app.dependency_overrides[current_replica] = lambda: InProcessReplica(engine, writer=_DeadOwner())
+    with TestClient(app) as client:
+        for method, path, body in (("GET", "/documents/pipeline_status", None), ("GET", "/documents", None),
+                                   ("DELETE", "/documents/delete_document", {"doc_ids": ["doc-1"]}),
+                                   ("GET", "/documents/track_status/insert-1", None), ("GET", "/health", None)):
+            response = client.request(method, path, json=body)
+            assert response.status_code == 503, (path, response.status_code, response.text)
+            assert response.headers["retry-after"] == "1", path
+            assert "restarted" in response.json()["detail"], path

@@ -15,7 +15,7 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from lightrag_ray.serve import webui_source
-from lightrag_ray.serve.http_guard import RequestGuard
+from lightrag_ray.serve.http_guard import Access, RequestGuard
 from lightrag_ray.serve.routes.webui import runtime_config, webui_file
 from lightrag_ray.serve.webui_source import WebUINotFound, extract_wheel, fetch_webui, find_webui
 
@@ -90,7 +90,7 @@ def test_index_config_and_paths(tmp_path):
 
 def test_the_webui_needs_no_key_and_the_api_still_does():
     inner = Starlette(routes=[Route("/{path:path}", lambda request: PlainTextResponse("ok"))])
-    client = TestClient(RequestGuard(inner, settings=lambda: ("KEY", 1024)))
+    client = TestClient(RequestGuard(inner, settings=lambda: Access("KEY", 1024)))
     for path in ("/", "/webui", "/webui/", "/webui/assets/index-abc.js", "/ui/customization"):
         assert client.get(path).status_code == 200, path
     for path in ("/webuix", "/graphs", "/documents/supported_file_types"):

@@ -175,13 +175,25 @@ def _parser() -> argparse.ArgumentParser:
                        help="comma-separated origins browsers may call the API from (LightRAG's CORS_ORIGINS; default *)")
     serve.add_argument("--input-dir", metavar="PATH",
                        help="folder POST /documents/scan indexes (LightRAG's INPUT_DIR; default <workspace>/inputs)")
+    serve.add_argument("--workspaces-root", metavar="DIR",
+                       help="serve every workspace under DIR (one folder each, made by its first insert); requests "
+                       "name theirs with the LIGHTRAG-WORKSPACE header or a /w/NAME/ path prefix, else 'default'")
+    serve.add_argument("--max-open-workspaces", type=_positive, default=8, metavar="N",
+                       help="with --workspaces-root: workspaces kept open; the least recently used idle one is closed "
+                       "past N and reopened on its next request (8)")
+    serve.add_argument("--max-open-memory-mb", type=float, metavar="MB",
+                       help="with --workspaces-root: also close idle workspaces while the open ones' actors (graph "
+                       "shards, Milvus Lite owners) hold more than MB of memory (default: no memory cap)")
     serve.add_argument("--webui", nargs="?", const="", metavar="PATH",
                        help="serve LightRAG's WebUI at /webui (/ redirects there), from PATH (its built folder or a "
                        "lightrag_hku-*.whl), else the installed lightrag package, else a download of lightrag-hku, cached")
 
     status = sub.add_parser("status", help="show what a workspace holds",
-                            description="Documents by status, chunk/entity/relation counts, graph version.")
+                            description="Documents by status, chunk/entity/relation counts, graph version; with "
+                            "--workspaces-root, every workspace under it with its counts.")
     _add_common(status, uses_ray=False)
+    status.add_argument("--workspaces-root", metavar="DIR", help="list every workspace under DIR (lightrag-ray serve "
+                        "--workspaces-root) with its counts")
 
     reshard = sub.add_parser(
         "reshard", help="move a workspace's graph to another number of shards",
@@ -332,10 +344,12 @@ def _serve(args: argparse.Namespace) -> int:
     origins = [origin.strip() for origin in args.cors_origins.split(",") if origin.strip()]
     webui = None if args.webui is None else str(find_webui(args.webui))
     app_args = AppArgs(config=args.config, settings=_overrides(args), api_key=args.api_key, cors_origins=origins,
-                       webui=webui, input_dir=args.input_dir)
+                       webui=webui, input_dir=args.input_dir, workspaces_root=args.workspaces_root,
+                       max_open_workspaces=args.max_open_workspaces, max_open_memory_mb=args.max_open_memory_mb)
     settings = app_settings(app_args)
     check_backend(settings)
-    check_workspace_free(settings)
+    if args.workspaces_root is None:
+        check_workspace_free(settings)
     if args.host not in LOOPBACK and not (args.api_key or os.environ.get(API_KEY_ENV)):
         print(f"warning: listening on {args.host} without an API key: anyone who can reach port {args.port} can "
               f"read and change this workspace. Pass --api-key or set {API_KEY_ENV}.", file=sys.stderr)
@@ -373,9 +387,22 @@ def _run_server(app_args: AppArgs, settings: Settings, host: str, port: int) -> 
 
 def _status(args: argparse.Namespace) -> int:
     from lightrag_ray.service.status import workspace_status
+    from lightrag_ray.service.workspaces import WorkspaceCatalog
 
     settings = load_settings(args.config, _overrides(args))
-    _print(workspace_status(settings.workspace, settings.milvus_uri()), args.json)
+    if args.workspaces_root is None:
+        _print(workspace_status(settings.workspace, settings.milvus_uri()), args.json)
+        return 0
+    catalog = WorkspaceCatalog(settings, args.workspaces_root)
+    if not catalog.root.is_dir():
+        raise FileNotFoundError(f"{args.workspaces_root} is not a folder of workspaces")
+    rows = [catalog.summary(name) for name in catalog.names()]
+    if args.json:
+        _print({"workspaces": rows}, True)
+        return 0
+    for row in rows:
+        docs = ", ".join(f"{n} {s}" for s, n in sorted(row["documents"].items())) or "no documents"
+        print(f"{row['name']}: {docs}; {row['entities']} entities, {row['relations']} relations ({row['workspace']})")
     return 0
 
 

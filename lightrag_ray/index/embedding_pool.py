@@ -12,6 +12,8 @@ so the model loads once.
 from __future__ import annotations
 
 import copy
+import logging
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +27,7 @@ from lightrag_ray.storage.vector_owner import VectorSink
 from lightrag_ray.storage.vectors import VectorWriter, vector_rows
 
 Item = dict[str, Any]  # kind, id, text, meta (JSON)
+LOG = logging.getLogger("ray.serve")  # KeptEmbeddingPool's users are Serve replicas: their log
 
 
 @ray.remote
@@ -129,3 +132,31 @@ class EmbeddingPool:
             for worker in self.workers:
                 ray.kill(worker)
         self.workers, self.pending = [], {}
+
+
+class KeptEmbeddingPool:
+    """The embedding workers of a long-lived writer (the Serve app's workspace owner), shared
+    by the insert jobs of all its workspaces: started by the first job at its niceness and kept
+    until ``close``, so the model loads once; a worker that died for good (an earlier job's) is
+    replaced, so one job's failures do not fail the later ones. Thread-safe: jobs of different
+    workspaces run in threads of their own."""
+
+    def __init__(self, config: EmbeddingConfig) -> None:
+        self.config = config
+        self.pool: EmbeddingPool | None = None
+        self.lock = threading.Lock()
+
+    def get(self, niceness: int | None) -> EmbeddingPool:
+        """The open pool (a job leases it)."""
+        with self.lock:
+            if self.pool is None:
+                self.pool = EmbeddingPool(self.config, niceness)
+            elif replaced := self.pool.revive():
+                LOG.warning("replaced %d embedding worker(s) that had died for good", replaced)
+            return self.pool
+
+    def close(self) -> None:
+        with self.lock:
+            if self.pool is not None:
+                self.pool.close()
+                self.pool = None

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from ray.exceptions import RayActorError
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,24 +27,21 @@ from ray.serve import Application
 
 from lightrag_ray.config import Settings, load_settings
 from lightrag_ray.models.llm import LLMError
-from lightrag_ray.query.engine import QueryEngine
-from lightrag_ray.query.stores import ThreadedVectorIndex, VectorIndex
 from lightrag_ray.serve import ollama_errors, openai_errors
 from lightrag_ray.serve.deployments import (
     SERVING,
     STOPPING,
     EmbedderDeployment,
-    HandleEmbedder,
     HandleLLM,
-    HandleVectorIndex,
     LLMDeployment,
-    WorkspaceDeployment,
-    WriterHandle,
     llm_failure,
 )
-from lightrag_ray.serve.http_guard import DEFAULT_CORS_ORIGINS, LazyCORS, RequestGuard
-from lightrag_ray.serve.routes import documents, graph, ollama, openai, query, webui
-from lightrag_ray.service.opening import open_workspace
+from lightrag_ray.serve.http_guard import DEFAULT_CORS_ORIGINS, Access, LazyCORS, RequestGuard
+from lightrag_ray.serve.owner import WorkspaceDeployment
+from lightrag_ray.serve.routes import documents, graph, ollama, openai, query, webui, workspaces
+from lightrag_ray.serve.spaces import OpenSpaces
+from lightrag_ray.serve.workspace_routing import WorkspacePrefix, bind_keys
+from lightrag_ray.service.workspaces import DEFAULT_WORKSPACE, NoRoomForWorkspace, UnknownWorkspace
 from lightrag_ray.storage.graph.reader import GraphUnavailableError
 
 API_KEY_ENV = "LIGHTRAG_RAY_API_KEY"
@@ -52,15 +50,15 @@ APP_NAME = "lightrag"  # the Serve application `lightrag-ray serve` runs (serve_
 # through the module functions below. Serve hands the replica a pickled copy of the app and of
 # the Ingress class, whose own globals are copies; named module functions are pickled by
 # reference, so both reach this module's dict in the replica's process.
-_GUARD: dict[str, Any] = {"api_key": None, "max_body_bytes": 50 * 1024 * 1024, "cors_origins": list(DEFAULT_CORS_ORIGINS)}
+_GUARD: dict[str, Any] = {"access": Access(), "cors_origins": list(DEFAULT_CORS_ORIGINS)}
 
 
-def _set_guard(api_key: str | None, max_body_bytes: int, cors_origins: list[str]) -> None:
-    _GUARD.update(api_key=api_key, max_body_bytes=max_body_bytes, cors_origins=cors_origins)
+def _set_guard(access: Access, cors_origins: list[str]) -> None:
+    _GUARD.update(access=access, cors_origins=cors_origins)
 
 
-def _guard_limits() -> tuple[str | None, int]:
-    return _GUARD["api_key"], _GUARD["max_body_bytes"]
+def _guard_access() -> Access:
+    return _GUARD["access"]
 
 
 def _cors_origins() -> list[str]:
@@ -76,24 +74,45 @@ async def _graph_unavailable(request: Request, exc: GraphUnavailableError) -> JS
                                         headers={"Retry-After": "1"})
 
 
+async def _unknown_workspace(request: Request, exc: UnknownWorkspace) -> JSONResponse:
+    """A workspace deleted since this replica last checked it (serve.spaces)."""
+    return openai_errors.error_response(request, 404, str(exc))
+
+
+async def _no_room(request: Request, exc: NoRoomForWorkspace) -> JSONResponse:
+    return openai_errors.error_response(request, 503, str(exc), headers={"Retry-After": "10"})
+
+
+async def _backend_died(request: Request, exc: RayActorError) -> JSONResponse:
+    """A deployment replica (the workspace owner, the embedder) died during the call: Serve
+    starts another, so the client is told to retry."""
+    return openai_errors.error_response(request, 503, "a back-end replica restarted during the request; "
+                                        "send it again", headers={"Retry-After": "1"})
+
+
 def http_app() -> FastAPI:
-    """The FastAPI app: every route module's router; the guard (API key, body size; each
-    contract's status and error body) inside CORS, which must be outermost so that preflights
-    need no key and error answers carry its headers; OpenAI's error shape on /v1, Ollama's on
+    """The FastAPI app: every route module's router; the guard (API key, workspace name and
+    key binding, body size; each contract's status and error body) inside the ``/w/{name}``
+    prefix's stripping, inside CORS, which must be outermost so that preflights need no key and
+    error answers carry its headers; OpenAI's error shape on /v1, Ollama's on
     /api (wrapping the app's own handlers, so added after them)."""
     api = FastAPI(
         title="lightrag-ray",
         description="Graph-based RAG on Ray: LightRAG Server routes and an OpenAI-compatible chat API.",
     )
-    for module in (openai, ollama, graph, documents, webui, query):
+    for module in (openai, ollama, graph, documents, webui, query, workspaces):
         api.include_router(module.router)
-    api.add_middleware(RequestGuard, settings=_guard_limits,
+    api.add_middleware(RequestGuard, settings=_guard_access,
                        error_body=ollama_errors.ollama_error_body(openai_errors.error_body),
                        denied_status=lambda path: 401 if openai_errors.is_openai_path(path) else 403)
     openai_errors.install_error_handlers(api)
     api.add_exception_handler(LLMError, _llm_failed)
     api.add_exception_handler(GraphUnavailableError, _graph_unavailable)
+    api.add_exception_handler(RayActorError, _backend_died)
+    api.add_exception_handler(UnknownWorkspace, _unknown_workspace)
+    api.add_exception_handler(NoRoomForWorkspace, _no_room)
     ollama_errors.install_error_handlers(api)
+    api.add_middleware(WorkspacePrefix)
     api.add_middleware(LazyCORS, origins=_cors_origins)
     return api
 
@@ -110,37 +129,28 @@ api = http_app()
 @serve.ingress(api)
 class Ingress:
     """HTTP front door; stateless, so it scales out. The routes reach it as their replica
-    (serve.routes.replica.Replica)."""
+    (serve.routes.replica.Replica), and each workspace as a Space (serve.spaces)."""
 
-    def __init__(self, settings: dict[str, Any], embedder: Any, llm: Any, workspace: Any,
-                 api_key: str | None, max_body_bytes: int, cors_origins: tuple[str, ...] = DEFAULT_CORS_ORIGINS,
-                 webui_dir: str | None = None, input_dir: str | None = None) -> None:
-        _set_guard(api_key, max_body_bytes, list(cors_origins))
-        self.api_key = api_key
+    def __init__(self, settings: dict[str, Any], embedder: Any, llm: Any, owner: Any, access: Access,
+                 cors_origins: tuple[str, ...] = DEFAULT_CORS_ORIGINS, webui_dir: str | None = None,
+                 input_dir: str | None = None, many: bool = False, max_open: int = 8) -> None:
+        _set_guard(access, list(cors_origins))
+        self.api_key = access.api_key
         self.webui_dir = webui_dir
         self.settings = Settings.model_validate(settings)
-        self.workspace = WriterHandle(workspace)  # the owner's refusals raised here, not logged there
-        self.input_dir = input_dir or f"{self.settings.workspace}/inputs"
+        self.owner = owner
         self.embedder = embedder
         self.llm = HandleLLM(llm) if self.settings.llm.backend != "none" else None
-        self.query_engine: QueryEngine | None = None
-        self.opening = asyncio.Lock()
+        self.spaces = OpenSpaces(owner, embedder, self.llm, input_dir, many, max_open)
         self.node_id = ray.get_runtime_context().get_node_id()
 
-    async def engine(self) -> QueryEngine:
-        """The query engine, opened on first use as a ``reader`` (service.opening): graph reads
-        go straight to the shard actors, vector reads to a Milvus server, or to the owner of a
-        Milvus Lite file."""
-        async with self.opening:
-            if self.query_engine is None:
-                dim = await self.embedder.dimension.remote()
-                opened = await asyncio.to_thread(open_workspace, self.settings, "reader", embedding_dim=dim)
-                vectors: VectorIndex = HandleVectorIndex(self.workspace)
-                if opened.vectors is not None:  # a Milvus server: searched from here
-                    vectors = ThreadedVectorIndex(opened.vectors)
-                self.query_engine = QueryEngine(opened.settings, HandleEmbedder(self.embedder), vectors,
-                                                opened.reader, self.llm)
-        return self.query_engine
+    async def space(self, name: str, create: bool = False) -> Any:
+        """Workspace ``name`` ("" the default), as the routes use it (serve.spaces.Space)."""
+        return await self.spaces.get(name, create)
+
+    async def forget(self, name: str) -> None:
+        """Drop what this replica keeps of workspace ``name`` (deleted)."""
+        await self.spaces.forget(name)
 
 
 class AppArgs(BaseModel):
@@ -170,6 +180,19 @@ class AppArgs(BaseModel):
     ingress_max_replicas_per_node: int | None = Field(
         None, gt=0, description="At most this many ingress replicas on one node, so they spread over the "
         "cluster's nodes (Serve's max_replicas_per_node).")
+    workspaces_root: str | None = Field(
+        None, description="Serve every workspace under this folder (one subfolder each, made by its first insert); "
+        "requests name theirs with the LIGHTRAG-WORKSPACE header or a /w/{name}/ path prefix. None: serve `workspace`.")
+    default_workspace: str = Field(
+        DEFAULT_WORKSPACE, description="The workspace of requests that name none (with workspaces_root).")
+    workspace_keys: dict[str, list[str]] = Field(
+        default_factory=dict, description="API keys bound to some workspaces (key -> names): 403 on any other.")
+    max_open_workspaces: int = Field(
+        8, gt=0, description="Workspaces kept open (graph shards, vectors); the least recently used idle one is "
+        "closed past it and reopened on its next request.")
+    max_open_memory_mb: float | None = Field(
+        None, gt=0, description="Also close the least recently used idle workspaces while the actors of the open ones "
+        "(graph shards, Milvus Lite owners) hold more resident memory than this. None: no memory cap.")
 
 
 def app_settings(args: AppArgs) -> Settings:
@@ -187,18 +210,21 @@ def app_settings(args: AppArgs) -> Settings:
 
 
 def build_app(args: AppArgs) -> Application:
-    """The whole application: Ingress -> (Embedder, LLM, Workspace)."""
+    """The whole application: Ingress -> (Embedder, LLM, workspace owner)."""
     settings = app_settings(args)
     dumped = settings.model_dump()
     embedder = EmbedderDeployment.bind(settings.embedding.model_dump(), args.embed_max_batch_size, args.embed_batch_wait_s)
     llm = LLMDeployment.bind(settings.llm.model_dump())
-    workspace = WorkspaceDeployment.bind(dumped, embedder)
-    api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
+    root = str(Path(args.workspaces_root).resolve()) if args.workspaces_root else None
+    owner = WorkspaceDeployment.bind(dumped, embedder, root, args.default_workspace, args.max_open_workspaces,
+                                     args.max_open_memory_mb)
+    access = Access(args.api_key or os.environ.get(API_KEY_ENV) or None, int(args.max_body_mb * 1024 * 1024),
+                    bind_keys(args.workspace_keys))
     ingress = Ingress
     if args.ingress_replicas is not None:
         ingress = ingress.options(num_replicas=args.ingress_replicas, autoscaling_config=None)
     if args.ingress_max_replicas_per_node is not None:
         ingress = ingress.options(max_replicas_per_node=args.ingress_max_replicas_per_node)
     input_dir = args.input_dir if not args.input_dir or "://" in args.input_dir else str(Path(args.input_dir).resolve())
-    return ingress.bind(dumped, embedder, llm, workspace, api_key, int(args.max_body_mb * 1024 * 1024), tuple(args.cors_origins),
-                        args.webui, input_dir)
+    return ingress.bind(dumped, embedder, llm, owner, access, tuple(args.cors_origins), args.webui, input_dir,
+                        root is not None, args.max_open_workspaces)

@@ -1,13 +1,19 @@
-"""ASGI middleware in front of every route: the guard (API key, request body size) and CORS."""
+"""ASGI middleware in front of every route: the guard (API key, workspace, request body size)
+and CORS."""
 
 from __future__ import annotations
 
 import hmac
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from fastapi.middleware.cors import CORSMiddleware
 from starlette.exceptions import HTTPException
+
+from lightrag_ray.serve.workspace_routing import ALLOWED_KEY, requested_workspace
+from lightrag_ray.service.workspaces import InvalidWorkspaceName, check_name
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -17,6 +23,8 @@ OPEN_PATHS = frozenset({"/health", "/docs", "/redoc", "/openapi.json",
                         "/auth-status", "/login",  # no key needed (these two hand out a guest token only)
                         "/", "/webui", "/ui/customization"})  # nor for the WebUI's files and texts
 OPEN_PREFIXES = ("/webui/",)
+ANY_WORKSPACE_PATHS = OPEN_PATHS - {"/health"}  # a key bound to other workspaces may still fetch these
+AUTHORISED = "lightrag.authorised"  # set on the scope: whether the request presented a valid key
 DEFAULT_CORS_ORIGINS = ("*",)  # LightRAG Server's default (CORS_ORIGINS unset)
 
 
@@ -50,6 +58,29 @@ def has_key(headers: dict[bytes, bytes], api_key: str | None) -> bool:
     return not api_key or hmac.compare_digest(presented_key(headers).encode(), api_key.encode())
 
 
+@dataclass(frozen=True)
+class Access:
+    """What the guard enforces: the app's key (every workspace), keys bound to some workspaces
+    (key -> names) and the largest body."""
+
+    api_key: str | None = None
+    max_body_bytes: int = 50 * 1024 * 1024
+    workspace_keys: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    def keys_configured(self) -> bool:
+        return bool(self.api_key or self.workspace_keys)
+
+    def grant(self, headers: dict[bytes, bytes]) -> tuple[bool, frozenset[str] | None]:
+        """(whether the request's key is valid, the workspaces it is bound to; None: every one)."""
+        if not self.keys_configured() or (self.api_key and has_key(headers, self.api_key)):
+            return True, None
+        presented = presented_key(headers).encode()
+        for key, names in self.workspace_keys.items():
+            if hmac.compare_digest(presented, key.encode()):
+                return True, names
+        return False, None
+
+
 def key_error(headers: dict[bytes, bytes]) -> str:
     """Why a request's key is refused (LightRAG's wording), and how to send it."""
     reason = "Invalid API Key" if presented_key(headers) else "API Key required"
@@ -57,14 +88,16 @@ def key_error(headers: dict[bytes, bytes]) -> str:
 
 
 class RequestGuard:
-    """Rejects requests without the API key (the status ``denied_status`` gives for the path:
-    403 as LightRAG Server answers, or 401 as OpenAI does) and bodies over ``max_body_bytes``
+    """Rejects requests without a valid API key (the status ``denied_status`` gives for the
+    path: 403 as LightRAG Server answers, or 401 as OpenAI does), an invalid workspace name
+    (400), a key bound to other workspaces than the one named (403; routes check the default
+    workspace and a chat model's) and bodies over the limit
     (413), with the body ``error_body`` gives for the path.
 
     The limit holds for chunked uploads too: the body is counted as the route reads it.
     """
 
-    def __init__(self, app: Any, settings: Callable[[], tuple[str | None, int]],
+    def __init__(self, app: Any, settings: Callable[[], Access],
                  error_body: ErrorBody = detail_body, denied_status: Callable[[str], int] = lambda _path: 403) -> None:
         self.app = app
         self.denied_status = denied_status
@@ -75,14 +108,28 @@ class RequestGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        api_key, max_body = self.settings()
+        access = self.settings()
+        max_body = access.max_body_bytes
         headers = dict(scope.get("headers") or [])
         path = route_path(scope)
-        if path not in OPEN_PATHS and not path.startswith(OPEN_PREFIXES) and not has_key(headers, api_key):
+        valid, allowed = access.grant(headers)
+        if path not in OPEN_PATHS and not path.startswith(OPEN_PREFIXES) and not valid:
             status = self.denied_status(path)
             challenge = ((b"www-authenticate", b"Bearer"),) if status == 401 else ()
             await _reply(send, status, self.error_body(path, status, key_error(headers)), challenge)
             return
+        named = requested_workspace(scope)  # none: the routes check the workspace they resolve
+        try:
+            if named:
+                check_name(named)
+        except InvalidWorkspaceName as exc:
+            await _reply(send, 400, self.error_body(path, 400, str(exc)))
+            return
+        if named and allowed is not None and named not in allowed and path not in ANY_WORKSPACE_PATHS \
+                and not path.startswith(OPEN_PREFIXES):
+            await _reply(send, 403, self.error_body(path, 403, f"this API key is not valid for workspace {named!r}"))
+            return
+        scope = {**scope, AUTHORISED: valid, ALLOWED_KEY: allowed}
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > max_body:
             await _reply(send, 413, self.error_body(path, 413, f"request body over the limit of {max_body} bytes"))

@@ -18,7 +18,7 @@ from typing import Any
 from lightrag_ray.config import Settings
 from lightrag_ray.core.errors import short_error
 from lightrag_ray.index.documents import parse_file
-from lightrag_ray.index.embedding_pool import EmbeddingPool
+from lightrag_ray.index.embedding_pool import KeptEmbeddingPool
 from lightrag_ray.index.pipeline import IndexCancelled
 from lightrag_ray.index.stages.chunk import document_row
 from lightrag_ray.service.indexing import index_paths
@@ -58,12 +58,13 @@ class InsertJobs:
     (holding ``write_lock``) through the indexing pipeline with the workspace's open shards,
     vector store and embedding workers."""
 
-    def __init__(self, settings: Settings, workspace: Workspace, graph: GraphRouter, sink: VectorSink) -> None:
+    def __init__(self, settings: Settings, workspace: Workspace, graph: GraphRouter, sink: VectorSink,
+                 embedding_pool: KeptEmbeddingPool) -> None:
         self.settings = settings
         self.workspace = workspace
         self.graph = graph
         self.sink = sink
-        self.embedding_pool: EmbeddingPool | None = None  # started by the first insert job, kept until close
+        self.embedding_pool = embedding_pool  # the workers, started by the first insert job
         self.write_lock = threading.Lock()
         self.stop = threading.Event()  # set to cancel the running job
         self.jobs: dict[str, dict[str, Any]] = {
@@ -133,7 +134,7 @@ class InsertJobs:
                 report = index_paths(
                     [f"{self.workspace.uri}/inbox/{track_id}"], self.settings,
                     progress=lambda message: LOG.info("%s: %s", track_id, message),
-                    router=self.graph, vectors=self.sink, embedding_pool=self._embedding_pool(niceness),
+                    router=self.graph, vectors=self.sink, embedding_pool=self.embedding_pool.get(niceness),
                     display_names=job["files"], niceness=niceness, stop=self.stop,
                 )
             except IndexCancelled:
@@ -147,16 +148,6 @@ class InsertJobs:
                 job = {**self.jobs[track_id], "status": status, "report": report.to_dict()}
             self._save_job(job)
         return job
-
-    def _embedding_pool(self, niceness: int | None) -> EmbeddingPool:
-        """The insert jobs' embedding workers: started by the first job at its ``niceness`` and
-        kept for the service's lifetime, so the model loads once; a worker that died for good
-        (an earlier job's) is replaced, so one job's failures do not fail the later ones."""
-        if self.embedding_pool is None:
-            self.embedding_pool = EmbeddingPool(self.settings.embedding, niceness)
-        elif replaced := self.embedding_pool.revive():
-            LOG.warning("replaced %d embedding worker(s) that had died for good", replaced)
-        return self.embedding_pool
 
     def inbox_files(self, job: dict[str, Any]) -> Iterator[tuple[str, str, bytes, list[dict[str, Any]]]]:
         """(stored path, name, bytes, parsed document rows) of each file a job brought, from its

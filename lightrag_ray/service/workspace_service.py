@@ -20,6 +20,7 @@ import pyarrow.fs as pafs
 from lightrag_ray.config import Settings
 from lightrag_ray.core.manual_edits import GraphEditError
 from lightrag_ray.index.documents import input_filesystem, list_input_files, parse_file, read_input
+from lightrag_ray.index.embedding_pool import KeptEmbeddingPool
 from lightrag_ray.models.embedding import Embedder
 from lightrag_ray.ray_runtime import quiet_ray_data
 from lightrag_ray.service import status
@@ -28,6 +29,7 @@ from lightrag_ray.service.graph_edits import GraphEditor
 from lightrag_ray.service.jobs import PROCESSING, InsertJobs, InsertRejected, new_track_id, now
 from lightrag_ray.service.opening import open_workspace
 from lightrag_ray.storage import doc_status, extraction_cache
+from lightrag_ray.storage.vector_owner import ActorVectorWriter
 
 
 class WriteBusy(RuntimeError):
@@ -44,10 +46,14 @@ class WorkspaceService(InsertJobs):
     QUEUEING = ("submit", "scan", "reprocess_failed")  # they return a job the caller must have run
     REFUSALS = (WriteBusy, InsertRejected, GraphEditError)  # expected refusals (HTTP 400/404/409), not faults
 
-    def __init__(self, settings: Settings, embedder: Embedder) -> None:
+    def __init__(self, settings: Settings, embedder: Embedder, embedding_pool: KeptEmbeddingPool | None = None) -> None:
+        """``embedding_pool``: the insert jobs' embedding workers, shared with other workspaces
+        (the caller closes it); None: this service's own, closed with it."""
         self.opened = open_workspace(settings, "writer", keep_alive=True, embedding_dim=embedder.dim)
         assert self.opened.router is not None and self.opened.sink is not None  # a writer given a dimension
-        super().__init__(self.opened.settings, self.opened.workspace, self.opened.router, self.opened.sink)
+        self.owns_pool = embedding_pool is None
+        super().__init__(self.opened.settings, self.opened.workspace, self.opened.router, self.opened.sink,
+                         embedding_pool or KeptEmbeddingPool(settings.embedding))
         self.vectors = self.opened.vectors  # deletes and graph edits write, and Lite lookups read, through it
         self.embedder = embedder  # deletes and graph edits; insert jobs embed with ``embedding_pool``
         quiet_ray_data(not settings.ray.verbose)  # job progress goes to LOG, not Ray Data's bars
@@ -183,8 +189,14 @@ class WorkspaceService(InsertJobs):
             "extraction_mode": self.settings.extraction.mode,
         }
 
+    def memory_bytes(self) -> int:
+        """Resident memory of the actors that hold this workspace open: its graph shards and,
+        with Milvus Lite, the file's owner."""
+        lite_owner = self.vectors.memory_bytes() if isinstance(self.vectors, ActorVectorWriter) else 0
+        return self.graph.memory_bytes() + lite_owner
+
     def close(self) -> None:
-        """Stop the shard actors and the embedding workers, and release Milvus."""
-        if self.embedding_pool is not None:
+        """Stop the shard actors and the embedding workers (its own), and release Milvus."""
+        if self.owns_pool:
             self.embedding_pool.close()
         self.opened.close()

@@ -10,10 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import psutil
 import ray
 
 from lightrag_ray.config import Settings
 from lightrag_ray.storage.vectors import MilvusStore, VectorWriter, is_server_uri
+
+LITE_OWNER_CPUS = 0.1  # the actor that owns a Milvus Lite file: mostly idle between upserts and lookups
 
 
 @ray.remote
@@ -35,6 +38,10 @@ class VectorStoreActor:
 
     def get(self, kind: str, ids: list[str], output_fields: list[str]) -> list[dict[str, Any]]:
         return self.store.get(kind, ids, output_fields)
+
+    def memory(self) -> int:
+        """This actor process's resident memory, in bytes."""
+        return psutil.Process().memory_info().rss
 
     def close(self) -> None:
         self.store.close()
@@ -60,6 +67,10 @@ class ActorVectorWriter:
 
     def get(self, kind: str, ids: list[str], output_fields: list[str] | None = None) -> list[dict[str, Any]]:
         return ray.get(self.actor.get.remote(kind, ids, output_fields or ["*"]))
+
+    def memory_bytes(self) -> int:
+        """Resident memory of the actor owning the Lite file."""
+        return ray.get(self.actor.memory.remote())
 
     def close(self) -> None:
         if self.owner:
@@ -95,6 +106,6 @@ def open_vector_sink(settings: Settings, dim: int, searchable: bool = False,
     if is_server_uri(uri):
         sink = VectorSink(uri, dim, vec.collection_prefix, vec.token, vec.db_name)
         return sink, sink.open()
-    actor = VectorStoreActor.options(num_cpus=0.1, **(actor_options or {})).remote(
+    actor = VectorStoreActor.options(num_cpus=LITE_OWNER_CPUS, **(actor_options or {})).remote(
         uri, dim, vec.collection_prefix, vec.token, vec.db_name, searchable)
     return VectorSink(uri, dim, vec.collection_prefix, vec.token, vec.db_name, actor), ActorVectorWriter(actor)

@@ -32,14 +32,14 @@ from lightrag_ray.serve.api_models import (
 )
 from lightrag_ray.serve.deployments import cause_message
 from lightrag_ray.serve.document_views import documents_by_status, paginate, pipeline_status, status_counts
-from lightrag_ray.serve.routes.replica import Replica, ReplicaDep
+from lightrag_ray.serve.routes.replica import NewSpaceDep, Space, SpaceDep
 
 router = APIRouter(tags=["documents"])
 
 
-def _check_inserts(replica: Replica) -> None:
+def _check_inserts(space: Space) -> None:
     """409 when insert jobs could only fail: no LLM for the ``llm`` extraction mode."""
-    if replica.settings.llm.backend == "none" and replica.settings.extraction.mode == "llm":
+    if space.settings.llm.backend == "none" and space.settings.extraction.mode == "llm":
         raise HTTPException(409, "inserts are off: this server has no LLM for extraction. Restart it with "
                                  "--llm-base-url http://HOST:PORT/v1, or with --extraction-mode fast (no LLM)")
 
@@ -53,12 +53,12 @@ def _insert_response(job: dict[str, Any]) -> InsertResponse:
     return InsertResponse(status=status, message=message, track_id=job["track_id"], doc_ids=job["doc_ids"])
 
 
-async def _submit(replica: Replica, files: list[tuple[str, bytes]], prefix: str, as_text: bool = False) -> InsertResponse:
+async def _submit(space: Space, files: list[tuple[str, bytes]], prefix: str, as_text: bool = False) -> InsertResponse:
     from lightrag_ray.service.jobs import InsertRejected
 
-    _check_inserts(replica)
+    _check_inserts(space)
     try:
-        job = await replica.workspace.submit.remote(files, prefix, as_text)
+        job = await space.writer.submit.remote(files, prefix, as_text)
     except InsertRejected as exc:
         raise HTTPException(400, cause_message(exc)) from None
     return _insert_response(job)
@@ -82,26 +82,26 @@ def _busy_response(busy: Any) -> JSONResponse:
 
 # ---- inserts ---------------------------------------------------------------------------------
 @router.post("/documents/text")
-async def insert_text(request: InsertTextRequest, replica: ReplicaDep) -> InsertResponse:
+async def insert_text(request: InsertTextRequest, space: NewSpaceDep) -> InsertResponse:
     """Index one text in the background; returns the track id."""
     name = request.file_source or "text.txt"
-    return await _submit(replica, [(name, request.text.encode("utf-8"))], "insert", as_text=True)
+    return await _submit(space, [(name, request.text.encode("utf-8"))], "insert", as_text=True)
 
 
 @router.post("/documents/texts")
-async def insert_texts(request: InsertTextsRequest, replica: ReplicaDep) -> InsertResponse:
+async def insert_texts(request: InsertTextsRequest, space: NewSpaceDep) -> InsertResponse:
     """Index several texts in the background as one job."""
     if request.file_sources and len(request.file_sources) != len(request.texts):
         raise HTTPException(422, "file_sources must be empty or as long as texts")
     sources = request.file_sources or [f"text_{i}.txt" for i in range(len(request.texts))]
     files = [(s, t.encode("utf-8")) for s, t in zip(sources, request.texts)]
-    return await _submit(replica, files, "insert", as_text=True)
+    return await _submit(space, files, "insert", as_text=True)
 
 
 @router.post("/documents/upload")
-async def upload(replica: ReplicaDep, file: UploadFile = File(...)) -> InsertResponse:
+async def upload(space: NewSpaceDep, file: UploadFile = File(...)) -> InsertResponse:
     """Index an uploaded file (text, records, PDF, DOCX, PPTX, XLSX, HTML) in the background."""
-    return await _submit(replica, [(file.filename or "upload.txt", await file.read())], "upload")
+    return await _submit(space, [(file.filename or "upload.txt", await file.read())], "upload")
 
 
 @router.get("/documents/supported_file_types", include_in_schema=False)
@@ -113,25 +113,25 @@ async def supported_file_types() -> JSONResponse:
 
 
 @router.post("/documents/scan")
-async def scan(replica: ReplicaDep) -> ScanResponse:
+async def scan(space: NewSpaceDep) -> ScanResponse:
     """Index the input folder's new files as one insert job; files already processed are
     skipped, unreadable ones become failed documents. Skipped while an insert job runs or is queued."""
-    _check_inserts(replica)
-    job, busy = await _write(replica.workspace.scan.remote(replica.input_dir))
+    _check_inserts(space)
+    job, busy = await _write(space.writer.scan.remote(space.input_dir))
     if busy is not None:
         return ScanResponse(status="scanning_skipped_pipeline_busy", message=str(busy), track_id=busy.track_id)
     counts = job["scan"]
     return ScanResponse(status="scanning_started", track_id=job["track_id"], message=(
-        f"Scanning {replica.input_dir}: {counts['queued']} new files queued, {counts['skipped']} known files skipped, "
+        f"Scanning {space.input_dir}: {counts['queued']} new files queued, {counts['skipped']} known files skipped, "
         f"{counts['failed']} documents that cannot be read (listed as failed); follow them at "
         f"/documents/track_status/{job['track_id']}"))
 
 
 @router.post("/documents/reprocess_failed")
-async def reprocess_failed(replica: ReplicaDep) -> ReprocessResponse:
+async def reprocess_failed(space: SpaceDep) -> ReprocessResponse:
     """Queue the failed documents again as one insert job, from their uploaded copies."""
-    _check_inserts(replica)
-    job = await replica.workspace.reprocess_failed.remote()
+    _check_inserts(space)
+    job = await space.writer.reprocess_failed.remote()
     if job is None:
         return ReprocessResponse(status="reprocessing_started", message=(
             "No failed document with an uploaded copy to reprocess (a file that could not be read is retried "
@@ -144,19 +144,19 @@ async def reprocess_failed(replica: ReplicaDep) -> ReprocessResponse:
 
 # ---- insert jobs -----------------------------------------------------------------------------
 @router.get("/documents/track_status/{track_id}")
-async def track_status(track_id: str, replica: ReplicaDep) -> dict[str, Any]:
+async def track_status(track_id: str, space: SpaceDep) -> dict[str, Any]:
     """Progress of one insert job and its documents."""
-    found = await replica.workspace.track_status.remote(track_id)
+    found = await space.writer.track_status.remote(track_id)
     if found is None:
         raise HTTPException(404, f"no insert job with track id {track_id!r}")
     return found
 
 
 @router.post("/documents/cancel/{track_id}")
-async def cancel(track_id: str, replica: ReplicaDep) -> dict[str, Any]:
+async def cancel(track_id: str, space: SpaceDep) -> dict[str, Any]:
     """Cancel an insert job: a queued one never runs, a running one stops after its
     current extraction batch (its documents are then marked failed)."""
-    job = await replica.workspace.cancel.remote(track_id)
+    job = await space.writer.cancel.remote(track_id)
     if job is None:
         raise HTTPException(404, f"no insert job with track id {track_id!r}")
     if job["status"] not in ("pending", "processing", "cancelled"):
@@ -167,9 +167,9 @@ async def cancel(track_id: str, replica: ReplicaDep) -> dict[str, Any]:
 
 
 @router.post("/documents/cancel_pipeline")
-async def cancel_pipeline(replica: ReplicaDep) -> CancelPipelineResponse:
+async def cancel_pipeline(space: SpaceDep) -> CancelPipelineResponse:
     """Cancel every queued and running insert job (``not_busy`` when there is none)."""
-    cancelled = await replica.workspace.cancel_all.remote()
+    cancelled = await space.writer.cancel_all.remote()
     if not cancelled:
         return CancelPipelineResponse(status="not_busy", message="Pipeline is not currently running. No cancellation needed.")
     return CancelPipelineResponse(status="cancellation_requested", message=(
@@ -180,35 +180,35 @@ async def cancel_pipeline(replica: ReplicaDep) -> CancelPipelineResponse:
 
 # ---- listings --------------------------------------------------------------------------------
 @router.get("/documents")
-async def documents(replica: ReplicaDep) -> dict[str, Any]:
+async def documents(space: SpaceDep) -> dict[str, Any]:
     """Documents grouped by status, each in LightRAG's DocStatusResponse shape plus our fields."""
-    return documents_by_status(await replica.workspace.documents.remote())
+    return documents_by_status(await space.writer.documents.remote())
 
 
 @router.post("/documents/paginated")
-async def documents_paginated(request: DocumentsRequest, replica: ReplicaDep) -> dict[str, Any]:
+async def documents_paginated(request: DocumentsRequest, space: SpaceDep) -> dict[str, Any]:
     """A page of documents (status filter, sorting) with pagination info and status counts."""
-    return paginate((await replica.workspace.documents.remote())["statuses"], request)
+    return paginate((await space.writer.documents.remote())["statuses"], request)
 
 
 @router.get("/documents/status_counts")
-async def documents_status_counts(replica: ReplicaDep) -> dict[str, Any]:
+async def documents_status_counts(space: SpaceDep) -> dict[str, Any]:
     """Documents per status, plus ``all``."""
-    return {"status_counts": status_counts((await replica.workspace.documents.remote())["statuses"])}
+    return {"status_counts": status_counts((await space.writer.documents.remote())["statuses"])}
 
 
 @router.get("/documents/pipeline_status")
-async def documents_pipeline_status(replica: ReplicaDep) -> dict[str, Any]:
+async def documents_pipeline_status(space: SpaceDep) -> dict[str, Any]:
     """The insert queue in LightRAG's pipeline-status shape."""
-    found = await replica.workspace.documents.remote()
+    found = await space.writer.documents.remote()
     return pipeline_status(found["statuses"], found["cancelling"])
 
 
 # ---- deletes ---------------------------------------------------------------------------------
 @router.delete("/documents/delete_document")
-async def delete_document(request: DeleteDocRequest, replica: ReplicaDep) -> dict[str, Any]:
+async def delete_document(request: DeleteDocRequest, space: SpaceDep) -> dict[str, Any]:
     """Delete documents; entities and relations they shared keep their other sources."""
-    result, busy = await _write(replica.workspace.delete.remote(request.doc_ids))
+    result, busy = await _write(space.writer.delete.remote(request.doc_ids))
     if busy is not None:
         return _busy_response(busy)
     if not result["deleted"]:
@@ -219,10 +219,10 @@ async def delete_document(request: DeleteDocRequest, replica: ReplicaDep) -> dic
 
 
 @router.delete("/documents")
-async def clear_documents(replica: ReplicaDep) -> ClearDocumentsResponse:
+async def clear_documents(space: SpaceDep) -> ClearDocumentsResponse:
     """Delete every document with its graph, vectors and uploaded copy; ``busy`` while an
     insert job runs or is queued. Files in the input folder and cached extractions stay."""
-    result, busy = await _write(replica.workspace.clear.remote())
+    result, busy = await _write(space.writer.clear.remote())
     if busy is not None:
         return ClearDocumentsResponse(status="busy", message=str(busy))
     return ClearDocumentsResponse(status="success", message=(
@@ -231,9 +231,9 @@ async def clear_documents(replica: ReplicaDep) -> ClearDocumentsResponse:
 
 
 @router.post("/documents/clear_cache")
-async def clear_cache(replica: ReplicaDep, body: ClearCacheRequest | None = None) -> ClearCacheResponse:
+async def clear_cache(space: SpaceDep, body: ClearCacheRequest | None = None) -> ClearCacheResponse:
     """Empty the LLM cache (the cached chunk extractions); 409 while an insert job runs."""
-    count, busy = await _write(replica.workspace.clear_cache.remote())
+    count, busy = await _write(space.writer.clear_cache.remote())
     if busy is not None:
         return _busy_response(busy)
     return ClearCacheResponse(status="success", message=(

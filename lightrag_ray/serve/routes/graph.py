@@ -25,42 +25,42 @@ from lightrag_ray.serve.api_models import (
     RelationCreateRequest,
     RelationEditRequest,
 )
-from lightrag_ray.serve.routes.replica import Replica, ReplicaDep
+from lightrag_ray.serve.routes.replica import Space, SpaceDep
 
 router = APIRouter(tags=["graph"])
 
 
 # ---- reads -----------------------------------------------------------------------------------
 @router.get("/graphs")
-async def graphs(replica: ReplicaDep, label: str = Query(..., min_length=1), max_depth: int = Query(3, ge=1, le=10),
+async def graphs(space: SpaceDep, label: str = Query(..., min_length=1), max_depth: int = Query(3, ge=1, le=10),
                  max_nodes: int = Query(1000, ge=1, le=10000)) -> dict[str, Any]:
     """The subgraph around entity ``label`` (``*``: the best-connected entities)."""
-    return await subgraph((await replica.engine()).graph, label, max_depth, max_nodes)
+    return await subgraph((await space.engine()).graph, label, max_depth, max_nodes)
 
 
 @router.get("/graph/label/list")
-async def labels(replica: ReplicaDep) -> list[str]:
+async def labels(space: SpaceDep) -> list[str]:
     """All entity names."""
-    return await (await replica.engine()).graph.labels()
+    return await (await space.engine()).graph.labels()
 
 
 @router.get("/graph/label/popular")
-async def popular_labels(replica: ReplicaDep, limit: int = Query(300, ge=1, le=1000)) -> list[str]:
+async def popular_labels(space: SpaceDep, limit: int = Query(300, ge=1, le=1000)) -> list[str]:
     """The best-connected entity names, most relations first."""
-    graph = await subgraph((await replica.engine()).graph, "*", 1, limit)
+    graph = await subgraph((await space.engine()).graph, "*", 1, limit)
     return [node["id"] for node in graph["nodes"]]
 
 
 @router.get("/graph/label/search")
-async def label_search(replica: ReplicaDep, q: str = Query(...), limit: int = Query(50, ge=1, le=100)) -> list[str]:
+async def label_search(space: SpaceDep, q: str = Query(...), limit: int = Query(50, ge=1, le=100)) -> list[str]:
     """Entity names holding ``q`` (any case), best matches first."""
-    return search_labels(await (await replica.engine()).graph.labels(), q, limit)
+    return search_labels(await (await space.engine()).graph.labels(), q, limit)
 
 
 @router.get("/graph/entity/exists")
-async def entity_exists(replica: ReplicaDep, name: str = Query(..., min_length=1)) -> dict[str, bool]:
+async def entity_exists(space: SpaceDep, name: str = Query(..., min_length=1)) -> dict[str, bool]:
     """Whether an entity has exactly this name."""
-    return {"exists": name in set(await (await replica.engine()).graph.labels())}
+    return {"exists": name in set(await (await space.engine()).graph.labels())}
 
 
 # ---- edits -----------------------------------------------------------------------------------
@@ -69,12 +69,12 @@ def deleted(message: str) -> dict[str, Any]:
     return {"status": "success", "doc_id": "", "message": message, "status_code": 200, "file_path": None}
 
 
-async def _edit(replica: Replica, operation: str, *args: Any) -> Any:
+async def _edit(space: Space, operation: str, *args: Any) -> Any:
     """Run a graph edit (service.graph_edits) on the workspace owner; its refusals become HTTP errors."""
     from lightrag_ray.service.workspace_service import WriteBusy
 
     try:
-        return await replica.workspace.edit_graph.remote(operation, *args)
+        return await space.writer.edit_graph.remote(operation, *args)
     except GraphEditError as exc:
         raise HTTPException(exc.status, str(exc)) from None
     except WriteBusy as exc:
@@ -83,10 +83,10 @@ async def _edit(replica: Replica, operation: str, *args: Any) -> Any:
 
 
 @router.post("/graph/entity/edit")
-async def edit_entity(request: EntityEditRequest, replica: ReplicaDep) -> dict[str, Any]:
+async def edit_entity(request: EntityEditRequest, space: SpaceDep) -> dict[str, Any]:
     """Change an entity's description, type, sources or name (renaming into an existing
     entity merges into it when ``allow_merge``); the entity is re-embedded."""
-    result = await _edit(replica, "edit_entity", request.entity_name, request.updated_data,
+    result = await _edit(space, "edit_entity", request.entity_name, request.updated_data,
                          request.allow_rename, request.allow_merge)
     summary = result.pop("operation_summary")
     message = (f"Entity merged successfully into '{summary['final_entity']}'" if summary["merged"]
@@ -95,45 +95,45 @@ async def edit_entity(request: EntityEditRequest, replica: ReplicaDep) -> dict[s
 
 
 @router.post("/graph/relation/edit")
-async def edit_relation(request: RelationEditRequest, replica: ReplicaDep) -> dict[str, Any]:
+async def edit_relation(request: RelationEditRequest, space: SpaceDep) -> dict[str, Any]:
     """Change a relation's description, keywords, weight or sources; it is re-embedded."""
-    result = await _edit(replica, "edit_relation", request.source_id, request.target_id, request.updated_data)
+    result = await _edit(space, "edit_relation", request.source_id, request.target_id, request.updated_data)
     return {"status": "success", "message": "Relation updated successfully", "data": result}
 
 
 @router.post("/graph/entity/create")
-async def create_entity(request: EntityCreateRequest, replica: ReplicaDep) -> dict[str, Any]:
+async def create_entity(request: EntityCreateRequest, space: SpaceDep) -> dict[str, Any]:
     """Add an entity (400 if one of that name exists)."""
-    result = await _edit(replica, "create_entity", request.entity_name, request.entity_data)
+    result = await _edit(space, "create_entity", request.entity_name, request.entity_data)
     return {"status": "success", "message": f"Entity '{result['entity_name']}' created successfully", "data": result}
 
 
 @router.post("/graph/relation/create")
-async def create_relation(request: RelationCreateRequest, replica: ReplicaDep) -> dict[str, Any]:
+async def create_relation(request: RelationCreateRequest, space: SpaceDep) -> dict[str, Any]:
     """Relate two existing entities (400 if either is missing or they are related already)."""
-    result = await _edit(replica, "create_relation", request.source_entity, request.target_entity,
+    result = await _edit(space, "create_relation", request.source_entity, request.target_entity,
                          request.relation_data)
     return {"status": "success", "data": result,
             "message": f"Relation created successfully between '{request.source_entity}' and '{request.target_entity}'"}
 
 
 @router.post("/graph/entities/merge")
-async def merge_entities(request: EntityMergeRequest, replica: ReplicaDep) -> dict[str, Any]:
+async def merge_entities(request: EntityMergeRequest, space: SpaceDep) -> dict[str, Any]:
     """Merge entities into one: their relations move to it, the merged ones disappear."""
-    result = await _edit(replica, "merge_entities", request.entities_to_change, request.entity_to_change_into)
+    result = await _edit(space, "merge_entities", request.entities_to_change, request.entity_to_change_into)
     return {"status": "success", "data": result, "message": f"Successfully merged {len(request.entities_to_change)} "
             f"entities into '{result['entity_name']}'"}
 
 
 @router.delete("/graph/entity/delete")
 @router.delete("/documents/delete_entity")
-async def delete_entity(request: DeleteEntityRequest, replica: ReplicaDep) -> dict[str, Any]:
+async def delete_entity(request: DeleteEntityRequest, space: SpaceDep) -> dict[str, Any]:
     """Delete an entity with all its relations (404 if there is none of that name)."""
-    return deleted(await _edit(replica, "delete_entity", request.entity_name))
+    return deleted(await _edit(space, "delete_entity", request.entity_name))
 
 
 @router.delete("/graph/relation/delete")
 @router.delete("/documents/delete_relation")
-async def delete_relation(request: DeleteRelationRequest, replica: ReplicaDep) -> dict[str, Any]:
+async def delete_relation(request: DeleteRelationRequest, space: SpaceDep) -> dict[str, Any]:
     """Delete the relation between two entities (404 if there is none)."""
-    return deleted(await _edit(replica, "delete_relation", request.source_entity, request.target_entity))
+    return deleted(await _edit(space, "delete_relation", request.source_entity, request.target_entity))

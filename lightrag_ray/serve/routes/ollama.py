@@ -29,7 +29,7 @@ from lightrag_ray.models.llm import LLMError
 from lightrag_ray.query.params import DEFAULT_MODE, MODES, QueryParam
 from lightrag_ray.serve.api_models import OLLAMA_MODEL, OllamaChatRequest, OllamaGenerateRequest
 from lightrag_ray.serve.deployments import llm_failure
-from lightrag_ray.serve.routes.replica import Replica, ReplicaDep, need_llm
+from lightrag_ray.serve.routes.replica import Replica, ReplicaDep, Space, SpaceDep, need_llm
 
 router = APIRouter(tags=["ollama"])
 OLLAMA_VERSION = "0.9.3"  # the Ollama release whose API this one follows (clients check for a recent one)
@@ -136,7 +136,8 @@ async def ollama_ps() -> dict[str, Any]:
 
 
 @router.post("/api/chat", response_model=None)
-async def ollama_chat(request: OllamaChatRequest, replica: ReplicaDep) -> dict[str, Any] | StreamingResponse:
+async def ollama_chat(request: OllamaChatRequest, replica: ReplicaDep,
+                      space: SpaceDep) -> dict[str, Any] | StreamingResponse:
     """Answer the last user message from the knowledge graph in the mode its prefix names;
     earlier turns are the history, system messages (and ``system``) instructions."""
     try:
@@ -149,24 +150,25 @@ async def ollama_chat(request: OllamaChatRequest, replica: ReplicaDep) -> dict[s
     mode = "bypass" if OPEN_WEBUI_TASK in ask.question else ask.mode
     instructions = "\n\n".join(filter(None, (prompt.instructions, request.system, ask.instructions)))
     param = QueryParam(mode=mode, history=prompt.history, instructions=instructions)
-    return await _answer(replica, _Reply(request.model, "message", replica.settings.chunking.encoding),
+    return await _answer(replica, space, _Reply(request.model, "message", replica.settings.chunking.encoding),
                          ask.question, param, ask.context_only, request.stream)
 
 
 @router.post("/api/generate", response_model=None)
-async def ollama_generate(request: OllamaGenerateRequest, replica: ReplicaDep) -> dict[str, Any] | StreamingResponse:
+async def ollama_generate(request: OllamaGenerateRequest, replica: ReplicaDep,
+                          space: SpaceDep) -> dict[str, Any] | StreamingResponse:
     """The LLM's answer to the prompt (and ``system``), without retrieval."""
     param = QueryParam(mode="bypass", instructions=request.system)
-    return await _answer(replica, _Reply(request.model, "response", replica.settings.chunking.encoding),
+    return await _answer(replica, space, _Reply(request.model, "response", replica.settings.chunking.encoding),
                          request.prompt, param, False, request.stream)
 
 
-async def _answer(replica: Replica, reply: _Reply, question: str, param: QueryParam, context_only: bool,
+async def _answer(replica: Replica, space: Space, reply: _Reply, question: str, param: QueryParam, context_only: bool,
                   stream: bool) -> dict[str, Any] | StreamingResponse:
     """Retrieve, then the LLM's answer (or the context itself) as NDJSON lines or one object."""
     if not context_only:
         need_llm(replica)
-    engine = await replica.engine()
+    engine = await space.engine()
     if context_only:
         context = (await engine.query(question, param, generate=False)).context.text
         reply.generating = time.perf_counter_ns()

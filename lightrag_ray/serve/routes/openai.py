@@ -2,7 +2,8 @@
 (OpenAI's error shape on them: serve.openai_errors).
 
 A chat answers the last user message from the knowledge graph (the engine's ``stream``), the
-model picking the query mode; ``usage`` counts the tokens of the keyword-extraction call (when
+model picking the query mode and, after an ``@``, the workspace (``lightrag-mix@sales``; the
+``LIGHTRAG-WORKSPACE`` header and the ``/w/{name}`` prefix work too); ``usage`` counts the tokens of the keyword-extraction call (when
 one was made) and of the answer call: their messages, and the two answers.
 """
 
@@ -13,7 +14,7 @@ import uuid
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import StreamingResponse
 
 from lightrag_ray.core import prompts
@@ -24,7 +25,7 @@ from lightrag_ray.query.params import MODES, QueryParam
 from lightrag_ray.serve.api_models import CHAT_MODEL_PREFIX, ChatCompletionRequest, chat_mode
 from lightrag_ray.serve.deployments import llm_failure
 from lightrag_ray.serve.openai_errors import OpenAIError, openai_error
-from lightrag_ray.serve.routes.replica import ReplicaDep, need_llm
+from lightrag_ray.serve.routes.replica import ReplicaDep, named_space, need_llm
 
 router = APIRouter(tags=["openai"])
 MODEL_IDS = [f"{CHAT_MODEL_PREFIX}{mode}" for mode in MODES]
@@ -91,18 +92,24 @@ async def model(model_id: str) -> dict[str, Any]:
 
 
 @router.post("/v1/chat/completions", response_model=None)
-async def chat(request: ChatCompletionRequest, replica: ReplicaDep) -> dict[str, Any] | StreamingResponse:
-    """Answer the last user message from the knowledge graph; the model name picks the mode,
-    system messages become instructions in the answer prompt."""
-    mode = chat_mode(request.model)
+async def chat(request: ChatCompletionRequest, http: Request,
+               replica: ReplicaDep) -> dict[str, Any] | StreamingResponse:
+    """Answer the last user message from the knowledge graph; the model name picks the mode
+    (and the workspace after an ``@``), system messages become instructions in the answer prompt."""
+    model, _, workspace = request.model.partition("@")
+    mode = chat_mode(model)
     if mode is None:
         raise _unknown_model(request.model)
     need_llm(replica)
     try:
+        space = await named_space(http, replica, workspace)
+    except HTTPException as exc:
+        raise OpenAIError(exc.status_code, exc.detail, param="model") from None
+    try:
         question, history, instructions = request.prompt()
     except ValueError as exc:
         raise OpenAIError(400, str(exc), param="messages") from None
-    answer = (await replica.engine()).stream(question, QueryParam(mode=mode, history=history, instructions=instructions))
+    answer = (await space.engine()).stream(question, QueryParam(mode=mode, history=history, instructions=instructions))
     prepared = await answer.ready()
     encoding = replica.settings.chunking.encoding
     keyword_prompt, keyword_completion = keyword_usage(question, prepared.keywords, prepared.llm_calls, encoding)

@@ -14,20 +14,20 @@ from fastapi.responses import StreamingResponse
 from lightrag_ray.models.llm import LLMError
 from lightrag_ray.serve.api_models import QueryRequest, lightrag_data, processing_info
 from lightrag_ray.serve.deployments import llm_failure
-from lightrag_ray.serve.routes.replica import ReplicaDep, need_llm
+from lightrag_ray.serve.routes.replica import ReplicaDep, SpaceDep, need_llm
 
 router = APIRouter()
 
 
 @router.post("/query")
-async def query(request: QueryRequest, replica: ReplicaDep) -> dict[str, Any]:
+async def query(request: QueryRequest, replica: ReplicaDep, space: SpaceDep) -> dict[str, Any]:
     """Answer a question (or, with only_need_context / only_need_prompt, return the context
     text / the prompt); ``llm_generated`` says whether the LLM wrote the response."""
     started = time.perf_counter()
     generate = not (request.only_need_context or request.only_need_prompt)
     if generate:
         need_llm(replica)
-    result = await (await replica.engine()).query(request.query, request.param(), generate=generate)
+    result = await (await space.engine()).query(request.query, request.param(), generate=generate)
     if request.only_need_context:
         response = result.context.text
     elif request.only_need_prompt:
@@ -39,11 +39,11 @@ async def query(request: QueryRequest, replica: ReplicaDep) -> dict[str, Any]:
 
 
 @router.post("/query/stream")
-async def query_stream(request: QueryRequest, replica: ReplicaDep) -> StreamingResponse:
+async def query_stream(request: QueryRequest, replica: ReplicaDep, space: SpaceDep) -> StreamingResponse:
     """The answer as newline-delimited JSON: references first, then response pieces; with
     ``stream: false`` one line holding the whole answer and the references (LightRAG's)."""
     need_llm(replica)
-    answer = (await replica.engine()).stream(request.query, request.param())
+    answer = (await space.engine()).stream(request.query, request.param())
     refs = request.answer_references((await answer.ready()).context)  # retrieval fails here, with its status
 
     async def lines() -> AsyncIterator[str]:
@@ -63,11 +63,11 @@ async def query_stream(request: QueryRequest, replica: ReplicaDep) -> StreamingR
 
 
 @router.post("/query/data")
-async def query_data(request: QueryRequest, replica: ReplicaDep) -> dict[str, Any]:
+async def query_data(request: QueryRequest, space: SpaceDep) -> dict[str, Any]:
     """Retrieval only, in LightRAG's shape: entities, relationships, chunks and per-file
     references, no generation."""
     started = time.perf_counter()
-    context, keywords, calls = await (await replica.engine()).retrieve(request.query, request.param())
+    context, keywords, calls = await (await space.engine()).retrieve(request.query, request.param())
     ours = {"llm_calls": calls, "seconds": round(time.perf_counter() - started, 4),
             "context_tokens_budget": request.max_total_tokens}
     return {

@@ -25,8 +25,8 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from fastapi.security import OAuth2PasswordRequestForm
 
-from lightrag_ray.serve.http_guard import has_key
-from lightrag_ray.serve.routes.replica import ReplicaDep
+from lightrag_ray.serve.http_guard import AUTHORISED
+from lightrag_ray.serve.routes.replica import ReplicaDep, current_space
 
 router = APIRouter(tags=["webui"])
 VERSION = importlib.metadata.version("lightrag-ray")
@@ -91,11 +91,12 @@ async def verify_credentials() -> dict[str, str]:
 
 @router.get("/health")
 async def health(request: Request, replica: ReplicaDep) -> dict[str, Any]:
-    """Liveness (no API key needed); with the key (or on a server without one) also the
-    graph version, counts, models and the node of the ingress replica that answered."""
-    if not has_key(dict(request.scope.get("headers") or []), replica.api_key):
+    """Liveness (no API key needed); with a key (or on a server without keys) also the named
+    workspace's graph version, counts and models, and the node of the ingress replica that answered."""
+    if not request.scope.get(AUTHORISED, False):
         return {"status": "healthy"}
-    return {**await replica.workspace.health.remote(), "served_by": replica.node_id}
+    space = await current_space(request, replica)
+    return {**await space.writer.health.remote(), "workspace_name": space.name, "served_by": replica.node_id}
 
 
 # ---- the WebUI's files -----------------------------------------------------------------------

@@ -10,6 +10,7 @@ import threading
 import uuid
 from typing import Any
 
+import psutil
 import pyarrow as pa
 import ray
 
@@ -77,6 +78,10 @@ class GraphShard:
             self.folds = self.graph.folds
             pa.default_memory_pool().release_unused()
         return self.incarnation, result
+
+    def memory(self) -> tuple[str, int]:
+        """This actor process's resident memory, in bytes."""
+        return self.incarnation, psutil.Process().memory_info().rss
 
     def save(self, version: int) -> tuple[str, str]:
         """Write the changes since the last commit as graph version ``version`` ("delta",

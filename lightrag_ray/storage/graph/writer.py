@@ -90,6 +90,10 @@ class GraphRouter:
         results = self.handles.every({i: (method, args) for i in range(self.num_shards)}, every_replica)
         return [results[i] for i in range(self.num_shards)]
 
+    def memory_bytes(self) -> int:
+        """Resident memory of the shard actors (the first copies', times the copies)."""
+        return sum(self._lifecycle("memory")) * self.replicas
+
     # ---- write jobs -------------------------------------------------------------------
     @contextlib.contextmanager
     def job(self) -> Iterator[None]:
