@@ -361,3 +361,26 @@ def test_serve_cli_serves_the_webui_folder_and_scans_the_input_dir(ray_cluster, 
             processed = [row["file_path"] for row in rows]
         assert processed == ["acme.txt"], log_path.read_text()[-2000:]
     assert f"WebUI at http://0.0.0.0:{port}/webui/" in log_path.read_text()
+
+
+def test_serve_cli_serves_a_workspaces_root_under_its_caps(ray_cluster, tmp_path):
+    """``serve --workspaces-root DIR --max-open-workspaces 1 --max-open-memory-mb MB`` end to end:
+    two workspaces made by their first inserts, one left open, each holding its own document."""
+    root = tmp_path / "root"
+    flags = ("--workspaces-root", str(root), "--max-open-workspaces", "1", "--max-open-memory-mb", "4000")
+    with _serve_cli(ray_cluster, tmp_path, *flags) as (port, _, log_path):
+        base = f"http://127.0.0.1:{port}"
+        texts = {"x": DOC_A, "y": "Dora Quinn sails from Lisbon. Dora Quinn studies whales near Lisbon."}
+        for name, text in texts.items():
+            job = httpx.post(f"{base}/w/{name}/documents/text", json={"text": text}, timeout=60).json()
+            deadline = time.monotonic() + 180
+            while (status := httpx.get(f"{base}/w/{name}/documents/track_status/{job['track_id']}", timeout=30)
+                   .json()["job_status"]) in ("pending", "processing") and time.monotonic() < deadline:
+                time.sleep(1)
+            assert status == "processed", log_path.read_text()[-2000:]
+        listed = {w["name"]: w for w in httpx.get(f"{base}/workspaces", timeout=30).json()["workspaces"]}
+        assert set(listed) == {"default", "x", "y"} and [n for n, w in listed.items() if w["open"]] == ["y"]
+        assert listed["x"]["documents"] == {"processed": 1} == listed["y"]["documents"]
+        labels = httpx.get(f"{base}/graph/label/list", headers={"LIGHTRAG-WORKSPACE": "x"}, timeout=60).json()
+        assert "Dora Quinn" not in labels and "Ebenezer Scrooge" in labels, labels
+    assert sorted(p.name for p in root.iterdir()) == ["default", "x", "y"]
