@@ -164,6 +164,7 @@ class WorkspaceDeployment:
         opened_now = False
         if name not in self.hosted:  # make room first: the cluster may have resources for max_open only
             await self._evict(keep=name, room=1)
+            await self._evict_for_memory(keep=name, incoming=True)
         async with self.locks[name]:
             if name not in self.hosted:
                 self.hosted[name] = await self._open(name, create)
@@ -210,13 +211,14 @@ class WorkspaceDeployment:
                 return
             await self._close(name)
 
-    async def _evict_for_memory(self, keep: str) -> None:
+    async def _evict_for_memory(self, keep: str, incoming: bool = False) -> None:
         """Close the least recently used idle workspaces (never ``keep``) while the actors of the
-        open ones hold more than ``max_open_memory_mb``."""
+        open ones hold more than ``max_open_memory_mb``; ``incoming``: with room for one more
+        workspace of their average size (before opening ``keep``)."""
         if self.max_open_bytes is None:
             return
         sizes = {name: await asyncio.to_thread(hosted.service.memory_bytes) for name, hosted in list(self.hosted.items())}
-        total = sum(sizes.values())
+        total = sum(sizes.values()) + (sum(sizes.values()) / len(sizes) if incoming and sizes else 0)
         for name in [n for n in sizes if n != keep]:
             if total <= self.max_open_bytes:
                 return
