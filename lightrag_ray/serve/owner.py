@@ -127,7 +127,7 @@ class HostedWorkspace:
                                                              BACKGROUND_NICENESS)
 
     def close(self) -> None:
-        """Stop the job loop, the shard actors and the embedding workers; release Milvus."""
+        """Stop the job loop and the shard actors; release Milvus (the shared embedding workers stay)."""
         if self.worker is not None:
             self.worker.cancel()
         self.service.close()
