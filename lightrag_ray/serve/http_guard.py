@@ -12,7 +12,7 @@ from typing import Any, Awaitable, Callable
 from fastapi.middleware.cors import CORSMiddleware
 from starlette.exceptions import HTTPException
 
-from lightrag_ray.serve.workspace_routing import ALLOWED_KEY, requested_workspace
+from lightrag_ray.serve.workspace_routing import ALLOWED_KEY, WorkspaceDenied, check_access, requested_workspace
 from lightrag_ray.service.workspaces import InvalidWorkspaceName, check_name
 
 Scope = dict[str, Any]
@@ -118,18 +118,19 @@ class RequestGuard:
             challenge = ((b"www-authenticate", b"Bearer"),) if status == 401 else ()
             await _reply(send, status, self.error_body(path, status, key_error(headers)), challenge)
             return
+        scope = {**scope, AUTHORISED: valid, ALLOWED_KEY: allowed}
         named = requested_workspace(scope)  # none: the routes check the workspace they resolve
         try:
             if named:
                 check_name(named)
+                if path not in ANY_WORKSPACE_PATHS and not path.startswith(OPEN_PREFIXES):
+                    check_access(scope, named)
         except InvalidWorkspaceName as exc:
             await _reply(send, 400, self.error_body(path, 400, str(exc)))
             return
-        if named and allowed is not None and named not in allowed and path not in ANY_WORKSPACE_PATHS \
-                and not path.startswith(OPEN_PREFIXES):
-            await _reply(send, 403, self.error_body(path, 403, f"this API key is not valid for workspace {named!r}"))
+        except WorkspaceDenied as exc:
+            await _reply(send, 403, self.error_body(path, 403, str(exc)))
             return
-        scope = {**scope, AUTHORISED: valid, ALLOWED_KEY: allowed}
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > max_body:
             await _reply(send, 413, self.error_body(path, 413, f"request body over the limit of {max_body} bytes"))

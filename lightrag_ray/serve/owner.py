@@ -36,7 +36,7 @@ from lightrag_ray.service.workspaces import (
 )
 from lightrag_ray.storage.graph.actor import shard_actor_name
 
-REFUSED_NAMES = (UnknownWorkspace, InvalidWorkspaceName, NoRoomForWorkspace)
+WORKSPACE_REFUSALS = (UnknownWorkspace, InvalidWorkspaceName, NoRoomForWorkspace)
 ROOM_WAIT_S = 30.0
 
 
@@ -262,7 +262,7 @@ class WorkspaceDeployment:
         """Open workspace ``name`` for a reader: its name, opening (epoch) and settings."""
         try:
             hosted = await self._hosted(name, create)
-        except REFUSED_NAMES as exc:
+        except WORKSPACE_REFUSALS as exc:
             return Refused(exc)
         return {"name": hosted.name, "epoch": hosted.epoch, "settings": hosted.service.settings.model_dump()}
 
@@ -298,7 +298,7 @@ class WorkspaceDeployment:
                     del self.hosted[name]
                     await asyncio.to_thread(hosted.close)
                 await asyncio.to_thread(self.catalog.remove, name)
-        except (*REFUSED_NAMES, WriteBusy) as exc:
+        except (*WORKSPACE_REFUSALS, WriteBusy) as exc:
             return Refused(exc)
         return {"status": "success", "message": f"workspace {name!r} deleted"}
 
@@ -315,7 +315,7 @@ class WorkspaceDeployment:
             try:
                 hosted = await self._hosted(name)
                 result = await asyncio.to_thread(getattr(hosted.service, method), *args)
-            except (*WorkspaceService.REFUSALS, *REFUSED_NAMES) as exc:
+            except (*WorkspaceService.REFUSALS, *WORKSPACE_REFUSALS) as exc:
                 return Refused(exc)
             if method in WorkspaceService.QUEUEING and result is not None and result["status"] == "pending":
                 hosted.jobs.put_nowait(result["track_id"])
