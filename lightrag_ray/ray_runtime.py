@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import time
 import warnings
 from typing import Any
 
@@ -100,3 +101,22 @@ def niceness_options(niceness: int | None) -> dict[str, Any]:
     if niceness is None:
         return {}
     return {"runtime_env": {"env_vars": {WORKER_NICENESS_ENV: str(niceness)}}}
+
+
+def named_actor(name: str, namespace: str | None, wait_s: float = 10.0) -> Any | None:
+    """The actor called ``name`` in ``namespace``, or None when there is none.
+
+    For a few milliseconds after the driver that made a (non-detached) actor dies, the actor is
+    still listed while Ray has already dropped its class, and ``ray.get_actor`` fails on an
+    assertion inside Ray (seen in CI on a killed indexing run). That actor is on its way out:
+    this waits up to ``wait_s`` for Ray to finish removing it."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return ray.get_actor(name, namespace=namespace)
+        except ValueError:
+            return None
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)

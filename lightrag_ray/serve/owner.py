@@ -24,7 +24,7 @@ from ray import serve
 from lightrag_ray.config import Settings
 from lightrag_ray.index.embedding_pool import KeptEmbeddingPool
 from lightrag_ray.query.stores import ThreadedVectorIndex
-from lightrag_ray.ray_runtime import BACKGROUND_NICENESS, lower_thread_priority
+from lightrag_ray.ray_runtime import BACKGROUND_NICENESS, lower_thread_priority, named_actor
 from lightrag_ray.serve.deployments import SERVING, STOPPING, BlockingHandleEmbedder
 from lightrag_ray.service.opening import bound_settings
 from lightrag_ray.service.workspaces import (
@@ -94,11 +94,7 @@ def shards_alive(settings: Settings) -> bool:
     num_shards = bound_settings(settings).graph.num_shards
     if num_shards == "auto":  # a new workspace
         return False
-    try:
-        ray.get_actor(shard_actor_name(settings.workspace, 0, num_shards), namespace=settings.ray.namespace)
-    except ValueError:
-        return False
-    return True
+    return named_actor(shard_actor_name(settings.workspace, 0, num_shards), settings.ray.namespace) is not None
 
 
 @dataclass

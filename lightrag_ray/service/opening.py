@@ -20,10 +20,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import ray
-
 from lightrag_ray.config import Settings
-from lightrag_ray.ray_runtime import ensure_ray
+from lightrag_ray.ray_runtime import ensure_ray, named_actor
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph.reader import ShardReader
 from lightrag_ray.storage.graph.writer import GraphRouter
@@ -67,15 +65,14 @@ def kept_vector_sink(settings: Settings, dim: int, keep_alive: bool) -> tuple[Ve
     if is_server_uri(settings.milvus_uri()) or not keep_alive:
         return open_vector_sink(settings, dim, searchable=True)
     name, namespace = vector_owner_name(settings.workspace), settings.ray.namespace
-    try:
-        actor = ray.get_actor(name, namespace=namespace)
-        vec = settings.vectors
-        return (VectorSink(settings.milvus_uri(), dim, vec.collection_prefix, vec.token, vec.db_name, actor),
-                ActorVectorWriter(actor))
-    except ValueError:  # none yet
+    actor = named_actor(name, namespace)
+    if actor is None:  # none yet
         return open_vector_sink(settings, dim, searchable=True,
                                 actor_options={"name": name, "namespace": namespace, "lifetime": "detached",
                                                "max_restarts": -1, "max_task_retries": -1})
+    vec = settings.vectors
+    return (VectorSink(settings.milvus_uri(), dim, vec.collection_prefix, vec.token, vec.db_name, actor),
+            ActorVectorWriter(actor))
 
 
 def with_shards(settings: Settings, num_shards: int) -> Settings:

@@ -15,6 +15,7 @@ import ray
 
 from lightrag_ray.config import GraphConfig
 from lightrag_ray.core.graph.contract import Operation, operation
+from lightrag_ray.ray_runtime import named_actor
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph.actor import GraphShard, shard_actor_name
 from lightrag_ray.storage.graph.handles import ShardHandles
@@ -138,20 +139,21 @@ class GraphRouter:
 
 def _live_actor(name: str, namespace: str | None) -> Any | None:
     """The running actor called ``name``, or None."""
+    actor = named_actor(name, namespace)
+    if actor is None:
+        return None
     try:
-        actor = ray.get_actor(name, namespace=namespace)
         ray.get(actor.ping.remote(), timeout=30)
         return actor
-    except (ValueError, ray.exceptions.RayError):
+    except ray.exceptions.RayError:
         return None
 
 
 def _kill_stale(name: str, namespace: str | None) -> None:
     """Kill a shard actor left by an earlier run in this cluster, so state comes from disk."""
     for _ in range(100):
-        try:
-            actor = ray.get_actor(name, namespace=namespace)
-        except ValueError:
+        actor = named_actor(name, namespace)
+        if actor is None:
             return
         ray.kill(actor, no_restart=True)
         time.sleep(0.1)
