@@ -516,6 +516,10 @@ class TeeSink:
     def open(self) -> Any:
         return TeeWriter([sink.open() for sink in self.sinks])
 
+    def flush(self) -> None:
+        for sink in self.sinks:
+            sink.flush()
+
 
 class TeeWriter:
     def __init__(self, writers: list[Any]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -213,3 +214,25 @@ def test_an_insert_after_the_embedding_workers_died_for_good_is_processed(servic
     later = service.submit([("d.txt", DOC_A.encode())])
     assert service.run_job(later["track_id"])["status"] == "processed", service.track_status(later["track_id"])
     assert service.delete(first["doc_ids"] + later["doc_ids"])["deleted"]
+
+
+def _unflushed_lite_files(settings) -> list[str]:
+    """Rows Milvus Lite holds in its write-ahead log, searched by brute force until flushed."""
+    return sorted(str(path.relative_to(settings.milvus_uri())) for path in
+                  Path(settings.milvus_uri()).glob("collections/*/wal/*.arrow"))
+
+
+def test_the_kept_lite_store_is_flushed_after_every_write_job(service, llm):
+    """Issue 30: the Serve app's Lite owner stays open, so an insert's rows stayed in the WAL
+    and every later lookup of that workspace scanned them (its query p50 went 1.6x after a
+    one-document insert); a flush at the end of each write job indexes them."""
+    llm.latency_s = 0.0
+    job = service.submit([("a.txt", DOC_A.encode())])
+    assert service.run_job(job["track_id"])["status"] == "processed"
+    assert service.health()["entities"] > 0
+    assert _unflushed_lite_files(service.settings) == []
+    service.edit_graph("create_entity", "Flushed Lantern", {"description": "a lantern made for this test",
+                                                            "entity_type": "object"})
+    assert _unflushed_lite_files(service.settings) == []
+    assert service.delete(job["doc_ids"])["deleted"] == job["doc_ids"]
+    assert _unflushed_lite_files(service.settings) == []

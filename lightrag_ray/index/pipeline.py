@@ -175,6 +175,8 @@ class IndexRun:
                 if sink_writer is not None:  # the run's own Lite owner flushes its rows before the commit
                     self._finish_vectors(sink_writer)
                     sink_writer = None
+                else:  # the caller's store stays open, and its lookups go on: the run's rows are flushed
+                    parts.sink.flush()
                 self._commit(router)
             self._finish(parts.run)
         finally:

@@ -35,6 +35,7 @@ def delete_documents(
         changes = router.take_changes()
         write_graph_changes(vectors, embedder.embed, changes)
         vectors.delete("chunks", doomed)
+        vectors.flush()
         router.commit(workspace)
     kept = [row for row in chunk_rows if row["doc_id"] not in wanted]
     old_parts = workspace.list_files("chunks")

@@ -67,6 +67,7 @@ class GraphEditor:
             if self.settings is not None:
                 summarise_changed(self.settings, self.router)
             write_graph_changes(self.vectors, self.embedder.embed, self.router.take_changes())
+            self.vectors.flush()
             self.router.commit(self.workspace)
 
     def _replace(self, drop: list[str], rows: Rows) -> None:

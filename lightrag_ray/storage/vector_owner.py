@@ -33,6 +33,9 @@ class VectorStoreActor:
     def delete(self, kind: str, ids: list[str]) -> None:
         self.store.delete(kind, ids)
 
+    def flush(self) -> None:
+        self.store.flush()
+
     def search(self, kind: str, vectors: Any, top_k: int, output_fields: list[str]) -> list[list[dict[str, Any]]]:
         return self.store.search(kind, vectors, top_k, "", output_fields)
 
@@ -60,6 +63,9 @@ class ActorVectorWriter:
 
     def delete(self, kind: str, ids: list[str]) -> None:
         ray.get(self.actor.delete.remote(kind, ids))
+
+    def flush(self) -> None:
+        ray.get(self.actor.flush.remote())
 
     def search(self, kind: str, vectors: Any, top_k: int, filter: str = "",
                output_fields: list[str] | None = None) -> list[list[dict[str, Any]]]:
@@ -95,6 +101,11 @@ class VectorSink:
         if self.owner is not None:
             return ActorVectorWriter(self.owner, owner=False)
         return MilvusStore(self.uri, self.dim, self.prefix, self.token, self.db_name, searchable=False)
+
+    def flush(self) -> None:
+        """Flush the rows the workers stored in a Lite file (MilvusStore.flush; a server needs none)."""
+        if self.owner is not None:
+            ray.get(self.owner.flush.remote())
 
 
 def open_vector_sink(settings: Settings, dim: int, searchable: bool = False,

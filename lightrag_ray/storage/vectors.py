@@ -43,6 +43,7 @@ class VectorWriter(Protocol):
 
     def upsert(self, kind: str, rows: list[dict[str, Any]]) -> int: ...
     def delete(self, kind: str, ids: list[str]) -> None: ...
+    def flush(self) -> None: ...
     def close(self) -> None: ...
 
 
@@ -197,6 +198,16 @@ class MilvusStore:
     def delete(self, kind: str, ids: list[str]) -> None:
         if ids:
             self.client.delete(self.names[kind], ids=list(ids))
+
+    def flush(self) -> None:
+        """Make the rows written so far searchable through the index. Milvus Lite searches
+        unflushed rows by brute force beside its indexed segments: upserting 300 rows into a
+        collection of 700 made a search ~1.8x slower until a flush. A server seals and indexes
+        its growing segments itself (and counts each flush call against a rate limit), so
+        only a Lite file is flushed."""
+        if self.lite:
+            for name in self.names.values():
+                self.client.flush(name)
 
     def search(
         self, kind: str, vectors: list[list[float]] | np.ndarray, top_k: int,
