@@ -858,7 +858,12 @@ def start_serve(workdir: Path, marker: str, config: Path, address: str) -> tuple
         except (httpx.HTTPError, ValueError):
             return False
 
-    wait_until(healthy, 600, "lightrag-ray serve", process, log_path)
+    try:
+        wait_until(healthy, 600, "lightrag-ray serve", process, log_path)
+    except BaseException:  # not up, or the script is stopping: the caller never gets it to stop
+        process.kill()
+        process.wait()
+        raise
     return process, url, log_path
 
 
@@ -889,7 +894,8 @@ def stop_serve(process: subprocess.Popen, sampler: ProcessSampler, timeout_s: fl
 
 
 def leftover_processes(marker: str, timeout_s: float = 90.0) -> list[str]:
-    """After everything was stopped: the processes of the run still alive after ``timeout_s``."""
+    """After everything was stopped: the processes of the run still alive after ``timeout_s``,
+    listed, then killed (e.g. a server whose start a SIGTERM cut short), so none outlives the run."""
     deadline = time.monotonic() + timeout_s
     while True:
         left = [pid for pid in marked_pids(marker) if pid != os.getpid()]
@@ -899,7 +905,9 @@ def leftover_processes(marker: str, timeout_s: float = 90.0) -> list[str]:
     found = []
     for pid in left:
         try:
-            found.append(f"{pid}: {' '.join(psutil.Process(pid).cmdline())[:160]}")
+            process = psutil.Process(pid)
+            found.append(f"{pid}: {' '.join(process.cmdline())[:160]}")
+            process.kill()
         except psutil.Error:
             continue
     return found
@@ -1287,8 +1295,15 @@ async def report_progress(traffic: Traffic, every: float, until: float) -> None:
             f"queries p50 {np.percentile(ms, 50) if ms else 0:.0f} ms p99 {np.percentile(ms, 99) if ms else 0:.0f} ms")
 
 
+def _stop_on_sigterm(signum: int, frame: Any) -> None:
+    """A SIGTERM (``kill``, a job's timeout) ends the run through its clean-up, as Ctrl-C does:
+    without this the Milvus server and the scripted LLM outlived the script."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     given = argv if argv is not None else sys.argv[1:]
     command = shlex.join(["python", "scripts/soak.py", *given])
     marker = uuid.uuid4().hex
@@ -1310,6 +1325,7 @@ def main(argv: list[str] | None = None) -> int:
         milvus_thread = threading.Thread(target=milvus.start, name="milvus-start")
         milvus_thread.start()
         address, ray_temp = start_ray(args.cpus)
+        signal.signal(signal.SIGTERM, _stop_on_sigterm)  # again: ray.init puts its own in (a crash report, then abort)
         milvus_thread.join()
         if milvus.process is None:
             raise RuntimeError("the Milvus server did not start (see its logs in the work folder)")

@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.bench_helpers import script_env
@@ -62,3 +64,42 @@ def test_soak_for_three_minutes_meets_every_target(tmp_path, shared_data):
     assert len(result["intervals"]) >= 6  # every 20 s for 3 minutes
     assert {"workspace owner", "graph shards", "embed workers", "ingress", "milvus server"} <= set(
         result["intervals"][-1]["roles"])
+
+
+MARKER_ENV = "LIGHTRAG_SOAK_RUN"  # scripts/soak.py's: every process of a run carries it
+
+
+def _processes_of(marker_key: str) -> list[psutil.Process]:
+    """Processes carrying the soak's environment marker (every process a run starts has it)."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if marker_key in process.environ():
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+@pytest.mark.integration
+def test_a_soak_stopped_with_sigterm_leaves_no_process_behind(tmp_path, shared_data):
+    """Issue 29: a soak stopped with SIGTERM left its Milvus standalone server running."""
+    assert not _processes_of(MARKER_ENV), "a soak run is already going on this machine"
+    command = [sys.executable, str(ROOT / "scripts" / "soak.py"), "--minutes", "3", "--workdir", str(tmp_path / "work")]
+    soak = subprocess.Popen(command, cwd=ROOT, env={**script_env(), "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in soak.stderr:  # Milvus, the LLM, Ray and the app are up
+        seen.append(line)
+        if "serving on" in line:
+            break
+    assert "serving on" in seen[-1], "".join(seen[-20:])
+    started = {p.pid: p.name() for p in _processes_of(MARKER_ENV) if p.pid != soak.pid}
+    assert any("milvus" in name for name in started.values()), started
+    soak.terminate()
+    rest = soak.communicate(timeout=180)[1]  # its clean-up's lines drained, so it never blocks on them
+    assert soak.returncode == 128 + 15, rest[-3000:]
+    deadline = time.monotonic() + 30
+    while _processes_of(MARKER_ENV) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not [(p.pid, p.name()) for p in _processes_of(MARKER_ENV)]
