@@ -6,7 +6,8 @@
 
 The binaries (~250 MB unpacked) are unpacked once into a cache folder shared by every run.
 Each server gets its own ports, the embedded etcd's included (it would otherwise take
-2379/2380), so several servers can run on one machine at once.
+2379/2380), so several servers can run on one machine at once. Its config holds
+``STEADY_WRITE_SETTINGS``, which keep its memory bounded under hours of small writes.
 """
 
 from __future__ import annotations
@@ -19,8 +20,23 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lightrag-ray"
+
+# Milvus's defaults suit bulk loads. Under a steady trickle of small writes (a served
+# workspace: an insert, delete or edit every few seconds) they let the server's memory grow for
+# hours before anything is released: rocksmq keeps every message in a RocksDB memtable (up to
+# 64 MB) until its compaction, daily by default, flushes it; a growing segment is sealed only
+# at ~118 MB or after a day; the datanode syncs its buffers every 10 minutes. These settings
+# bound each of them to minutes (docs/benchmarks.md, "Soak").
+STEADY_WRITE_SETTINGS: dict[str, Any] = {
+    "rocksmq": {"compactionInterval": 120},  # s; default 86400
+    "dataCoord": {"segment": {"maxLife": 300}},  # s; default 86400
+    "dataNode": {"segment": {"syncPeriod": 60}},  # s; default 600
+}
 
 
 def _free_ports(n: int) -> list[int]:
@@ -45,6 +61,18 @@ def _binaries() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         milvus._initialize_data_files(str(folder))  # no-op when the checksums match
     return folder / "bin"
+
+
+def override(config: dict[str, Any], settings: dict[str, Any], where: str = "") -> None:
+    """Set ``settings`` (nested like the config) in ``config``; a key the config lacks raises,
+    so a renamed setting in another Milvus version fails loudly instead of doing nothing."""
+    for key, value in settings.items():
+        if key not in config:
+            raise KeyError(f"Milvus config has no setting {where}{key}")
+        if isinstance(value, dict):
+            override(config[key], value, f"{where}{key}.")
+        else:
+            config[key] = value
 
 
 def _tail(path: Path, chars: int = 2500) -> str:
@@ -74,6 +102,10 @@ class MilvusStandalone:
         *ports, metrics, peer = _free_ports(len(keys) + 2)
         config.update(**dict(zip(keys, ports)))
         config.resolve()  # writes configs/milvus.yaml and creates data/ and logs/
+        milvus_yaml = self.base_dir / "configs" / "milvus.yaml"
+        settings = yaml.safe_load(milvus_yaml.read_text())
+        override(settings, STEADY_WRITE_SETTINGS)
+        milvus_yaml.write_text(yaml.safe_dump(settings, sort_keys=False))
         self.port, client = config.get("proxy_port"), config.get("etcd_port")
         etcd = self.base_dir / "configs" / "etcd.yaml"
         etcd.write_text(

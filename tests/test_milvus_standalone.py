@@ -8,8 +8,10 @@ import time
 from typing import Callable
 
 import numpy as np
+import pytest
 
 from lightrag_ray.storage.vectors import MilvusStore
+from tests.milvus_standalone import override
 
 DIM, ROWS, PROBES, TOP_K = 384, 3000, 100, 40
 
@@ -68,3 +70,11 @@ def test_store_on_a_milvus_server(milvus_standalone):
         for client in (other, store):
             if client is not None:
                 client.close()
+
+
+def test_a_setting_the_milvus_config_lacks_fails_instead_of_doing_nothing():
+    config = {"rocksmq": {"compactionInterval": 86400, "path": "/data"}, "dataNode": {"segment": {"syncPeriod": 600}}}
+    override(config, {"rocksmq": {"compactionInterval": 120}, "dataNode": {"segment": {"syncPeriod": 60}}})
+    assert config == {"rocksmq": {"compactionInterval": 120, "path": "/data"}, "dataNode": {"segment": {"syncPeriod": 60}}}
+    with pytest.raises(KeyError, match="dataNode.segment.syncPeriodInSeconds"):
+        override(config, {"dataNode": {"segment": {"syncPeriodInSeconds": 60}}})
