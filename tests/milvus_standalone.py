@@ -28,14 +28,16 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lightr
 
 # Milvus's defaults suit bulk loads. Under a steady trickle of small writes (a served
 # workspace: an insert, delete or edit every few seconds) they let the server's memory grow for
-# hours before anything is released: rocksmq keeps every message in a RocksDB memtable (up to
-# 64 MB) until its compaction, daily by default, flushes it; a growing segment is sealed only
-# at ~118 MB or after a day; the datanode syncs its buffers every 10 minutes. These settings
-# bound each of them to minutes (docs/benchmarks.md, "Soak").
+# hours: rocksmq keeps every message in a RocksDB memtable (up to 64 MB) until its compaction,
+# daily by default, flushes it; and a growing segment, which holds every row written to it
+# (replaced and deleted ones too, until a compaction after sealing drops them), is sealed only
+# at ~118 MB, after 10 idle minutes, or at its 32nd binlog, and the datanode writes a binlog
+# every 10 minutes. With these settings the memtable is flushed every 2 minutes and a segment
+# that keeps taking writes is sealed after about 8 (docs/benchmarks.md, "Soak").
 STEADY_WRITE_SETTINGS: dict[str, Any] = {
     "rocksmq": {"compactionInterval": 120},  # s; default 86400
-    "dataCoord": {"segment": {"maxLife": 300}},  # s; default 86400
-    "dataNode": {"segment": {"syncPeriod": 60}},  # s; default 600
+    "dataNode": {"segment": {"syncPeriod": 60}},  # s between binlogs of a segment with new rows; default 600
+    "dataCoord": {"segment": {"maxBinlogFileNumber": 8}},  # binlogs that seal a segment; default 32
 }
 
 
@@ -81,13 +83,17 @@ def _tail(path: Path, chars: int = 2500) -> str:
 
 class MilvusStandalone:
     """A Milvus standalone server under ``base_dir`` (config, data, logs) on free ports of
-    127.0.0.1; ``start`` waits at most ``start_timeout_s`` for it to report healthy."""
+    127.0.0.1, its config changed by ``settings`` (nested like milvus.yaml); ``start`` waits at
+    most ``start_timeout_s`` for it to report healthy."""
 
-    def __init__(self, base_dir: str | Path, start_timeout_s: float = 120.0) -> None:
+    def __init__(self, base_dir: str | Path, start_timeout_s: float = 120.0,
+                 settings: dict[str, Any] = STEADY_WRITE_SETTINGS) -> None:
         self.base_dir = Path(base_dir).resolve()
         self.start_timeout_s = start_timeout_s
+        self.settings = settings
         self.process: subprocess.Popen[bytes] | None = None
         self.port = 0
+        self.metrics_port = 0  # Prometheus /metrics, /healthz and Go's /debug/pprof
 
     @property
     def uri(self) -> str:
@@ -99,12 +105,12 @@ class MilvusStandalone:
 
         config = MilvusServerConfig(data_dir=str(self.base_dir))
         keys = [key for key in config.configurable_items if key.endswith("_port")]
-        *ports, metrics, peer = _free_ports(len(keys) + 2)
+        *ports, self.metrics_port, peer = _free_ports(len(keys) + 2)
         config.update(**dict(zip(keys, ports)))
         config.resolve()  # writes configs/milvus.yaml and creates data/ and logs/
         milvus_yaml = self.base_dir / "configs" / "milvus.yaml"
         settings = yaml.safe_load(milvus_yaml.read_text())
-        override(settings, STEADY_WRITE_SETTINGS)
+        override(settings, self.settings)
         milvus_yaml.write_text(yaml.safe_dump(settings, sort_keys=False))
         self.port, client = config.get("proxy_port"), config.get("etcd_port")
         etcd = self.base_dir / "configs" / "etcd.yaml"
@@ -113,7 +119,7 @@ class MilvusStandalone:
             f"advertise-client-urls: http://127.0.0.1:{client}\nlisten-peer-urls: http://127.0.0.1:{peer}\n"
             f"initial-advertise-peer-urls: http://127.0.0.1:{peer}\ninitial-cluster: standalone=http://127.0.0.1:{peer}\n")
         bin_dir = _binaries()
-        env = {**os.environ, "DEPLOY_MODE": "STANDALONE", "METRICS_PORT": str(metrics), "ETCD_CONFIG_PATH": str(etcd),
+        env = {**os.environ, "DEPLOY_MODE": "STANDALONE", "METRICS_PORT": str(self.metrics_port), "ETCD_CONFIG_PATH": str(etcd),
                "QUERYNODE_GRACEFULSTOPTIMEOUT": "0",
                "LD_LIBRARY_PATH": f"{bin_dir}:{os.environ.get('LD_LIBRARY_PATH', '')}"}
         logs = self.base_dir / "logs"
@@ -122,7 +128,7 @@ class MilvusStandalone:
                                             env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
         atexit.register(self.stop)
         deadline = time.monotonic() + self.start_timeout_s
-        while not self._healthy(metrics):
+        while not self._healthy(self.metrics_port):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 code = self.process.poll()
                 self.stop(timeout_s=5)

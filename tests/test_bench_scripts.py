@@ -178,3 +178,19 @@ def test_bench_embed_memory_reports_rss_and_rate_per_allocator(tmp_path):
         assert row["warm_mib"] > 100 and row["end_mib"] > 100  # the model is loaded
         assert row["batches_per_s"] > 0 and len(row["points"]) >= 3
         assert f"{row['allocator']:<10} RSS" in done.stdout
+
+
+@pytest.mark.timeout(300)
+def test_bench_milvus_memory_drives_a_server_per_variant_and_reports_its_rss_growth(tmp_path):
+    out = tmp_path / "milvus_memory.json"
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_milvus_memory.py"), "--minutes", "1.2",
+                           "--json-out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert result["settings"]["defaults"] == {} and result["settings"]["steady"]["rocksmq"] == {"compactionInterval": 120}
+    for name in ("defaults", "steady"):
+        samples = result["samples"][name]
+        assert len(samples) >= 3 and all(100 < s["rss_mib"] < 2000 and 0 < s["go_mib"] < s["rss_mib"] for s in samples)
+        figures = result["summary"][name]
+        assert figures["to_mib"] == samples[-1]["rss_mib"] and figures["from_minute"] > 0
+        assert re.search(rf"^ *{name}: RSS {figures['from_mib']} MiB at minute", done.stdout, re.MULTILINE)
