@@ -6,12 +6,15 @@ assertions read its --json-out."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import psutil
 import pytest
 
@@ -103,3 +106,23 @@ def test_a_soak_stopped_with_sigterm_leaves_no_process_behind(tmp_path, shared_d
     while _processes_of(MARKER_ENV) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not [(p.pid, p.name()) for p in _processes_of(MARKER_ENV)]
+
+
+def test_rss_growth_is_the_trend_not_the_phase_of_a_garbage_collection_cycle(monkeypatch):
+    spec = importlib.util.spec_from_file_location("soak_script", ROOT / "scripts" / "soak.py")
+    soak = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "soak_script", soak)  # its dataclasses look their module up
+    spec.loader.exec_module(soak)
+    every, mib = 5.0, soak.MIB
+    samples = []
+    for t in np.arange(0.0, 3600.0 + every, every):  # 60 minutes
+        cycling = 250 + 50 * (t % 130) / 130  # a heap collected every 130 s: no trend
+        growing = 200 + t / 60  # 1 MiB a minute
+        samples.append((t, {1: ("milvus server", int(cycling * mib), 0.0), 2: ("graph shard", int(growing * mib), 0.0)}))
+    sampler = SimpleNamespace(samples=samples, every=every, roles={1: "milvus server", 2: "graph shard"})
+    growth = soak.rss_growth(sampler, start_s=1200.0, end_s=3600.0, settle_s=60.0)
+    # at the window's two ends the cycle alone reads 261.5 -> 284.6 MiB (+8.8%)
+    assert abs(growth["per_role"]["milvus server"]["growth"]) < 0.02
+    # medians of minutes 20-25 and 55-60: 222.5 -> 257.5 MiB
+    assert growth["per_role"]["graph shard"]["growth"] == pytest.approx(257.5 / 222.5 - 1, abs=0.005)
+    assert growth["worst"]["role"] == "graph shard" and growth["processes"] == 2
