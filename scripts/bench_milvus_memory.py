@@ -28,6 +28,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -49,8 +51,7 @@ def _unit_vector(rng: random.Random) -> list[float]:
 def _sample(server: MilvusStandalone) -> dict[str, float]:
     """The server's RSS and the memory its Go runtime keeps resident, in MiB."""
     assert server.process is not None
-    with open(f"/proc/{server.process.pid}/statm") as statm:
-        rss = int(statm.read().split()[1]) * 4096 / MIB
+    rss = psutil.Process(server.process.pid).memory_info().rss / MIB
     with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10) as response:
         text = response.read().decode()
     go = {line.split()[0]: float(line.split()[1]) for line in text.splitlines() if line.startswith("go_memstats_")}
