@@ -42,7 +42,7 @@ def test_an_extraction_stage_run_again_and_again_keeps_no_descriptor(serve_event
     before = event_loop_descriptors()
     for i in range(ROUNDS):
         with closing(ExtractChunks(settings, [])) as stage:
-            [row] = stage([{**chunk, "chunk_id": f"chunk-{i}"}])
+            [row] = stage([{**chunk, "chunk_id": f"chunk-{i}", "text": f"{PASSAGE} Round {i}."}])  # new text: no cache hit
         assert not row["error"] and not row["cached"]
     assert llm.counts()["extract"] == ROUNDS + 1
     assert event_loop_descriptors() == before

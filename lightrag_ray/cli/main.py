@@ -31,8 +31,11 @@ Examples:
   lightrag-ray index book.txt --workspace ws --llm-base-url http://127.0.0.1:8000/v1
   lightrag-ray index docs/ more.jsonl --workspace ws --config lightrag.yaml
 
-Running the same command again is safe: processed documents are skipped, extracted
-chunks come from the workspace cache, and failed chunks are retried.
+Running the same command again syncs the workspace with the paths: unchanged files (same
+size and modification time) are not read, an edited file replaces its old version (its
+unchanged chunks cost no LLM call), a moved or renamed file is re-pointed, failed chunks are
+retried; with --prune, documents whose file under the paths is gone are removed.
+  lightrag-ray index docs/ --workspace ws --prune --dry-run   # what a sync would change
 """
 
 
@@ -131,6 +134,11 @@ def _parser() -> argparse.ArgumentParser:
     _add_common(index)
     _add_llm(index)
     _add_pipeline(index).add_argument("--quiet", "-q", action="store_true", help="no progress output")
+    index.add_argument("--prune", action="store_true",
+                       help="remove the documents whose file lies under the given paths and no longer exists "
+                       "(never documents from elsewhere)")
+    index.add_argument("--dry-run", action="store_true",
+                       help="list what the run would add, replace, move and remove, and change nothing")
 
     query = sub.add_parser(
         "query", help="answer a question from a workspace",
@@ -259,6 +267,9 @@ def _print(result: dict[str, Any], as_json: bool) -> None:
         elif key == "hints":
             for hint in value:
                 print(f"hint: {hint}")
+        elif key == "last_sync" and value:
+            counts = ", ".join(f"{value[k]} {k}" for k in ("added", "replaced", "moved", "removed", "unchanged"))
+            print(f"last sync: {counts} sources; {value['documents_removed']} documents removed ({value['finished']})")
         else:
             print(f"{key}: {value}")
 
@@ -266,11 +277,18 @@ def _print(result: dict[str, Any], as_json: bool) -> None:
 def _index(args: argparse.Namespace) -> int:
     from lightrag_ray.cli.preflight import check_index
     from lightrag_ray.index.progress import print_progress
-    from lightrag_ray.service.indexing import index_paths
+    from lightrag_ray.service.indexing import index_paths, preview_paths
 
     settings = load_settings(args.config, _overrides(args))
+    if args.dry_run:
+        changes = preview_paths(args.paths, settings, prune=args.prune)
+        if args.json:
+            _print(changes, True)
+        else:
+            print("\n".join(_sync_preview(changes, args.prune)))
+        return 0
     check_index(settings, args.paths)
-    report = index_paths(args.paths, settings, progress=None if args.quiet else print_progress)
+    report = index_paths(args.paths, settings, progress=None if args.quiet else print_progress, prune=args.prune)
     if args.json:
         _print(report.to_dict(), as_json=True)
     else:
@@ -278,11 +296,23 @@ def _index(args: argparse.Namespace) -> int:
     return 1 if report.errors else 0
 
 
+def _sync_preview(changes: dict[str, Any], prune: bool) -> list[str]:
+    """`index --dry-run`: one line per source that would change, then the counts."""
+    lines = [f"{verb} {name}" for verb, key in (("add", "added"), ("replace", "replaced"), ("move", "moved"),
+                                                ("remove", "removed")) for name in changes["sources"][key]]
+    lines.append(f"would add {changes['added']}, replace {changes['replaced']}, move {changes['moved']}, remove "
+                 f"{changes['removed']} sources ({changes['documents_removed']} documents leave); "
+                 f"{changes['unchanged']} unchanged" + ("" if prune else "; without --prune nothing is removed"))
+    return lines
+
+
 def _index_summary(r: dict[str, Any]) -> list[str]:
     """An index report in a few lines (``--json`` gives every field), then one line per error."""
+    synced = [f"{r[f'sources_{k}']} {k}" for k in ("replaced", "moved", "removed") if r[f"sources_{k}"]]
     return [
         f"documents: {r['docs_new']} new, {r['docs_skipped']} already indexed, {r['docs_failed']} failed "
         f"({r['files']} files read)",
+        *([f"sync: {', '.join(synced)} sources; {r['docs_removed']} documents removed"] if synced else []),
         f"chunks: {r['chunks']} ({r['chunks_cached']} from cache, {r['chunks_extracted']} extracted, "
         f"{r['chunks_failed']} failed; {r['llm_requests']} LLM requests, {r['summaries']} summaries)",
         f"graph: {r['entities']} entities, {r['relations']} relations, version {r['graph_version']}; "

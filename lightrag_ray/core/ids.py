@@ -20,6 +20,12 @@ def chunk_id(doc: str, order: int, text: str) -> str:
     return f"chunk-{_md5(f'{doc}:{order}:{text}')}"
 
 
+def chunk_text_key(text: str) -> str:
+    """Key of a chunk's text alone: the extraction cache's key, so that a chunk whose text did
+    not change costs no LLM call when its document is edited or moved."""
+    return f"text-{_md5(text)}"
+
+
 def entity_id(key: str) -> str:
     """Id of an entity, from its identity key (see extraction.entity_key)."""
     return f"ent-{_md5(key)}"

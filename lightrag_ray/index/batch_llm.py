@@ -24,6 +24,7 @@ from ray.exceptions import RayError
 
 from lightrag_ray.config import ExtractionConfig, Settings
 from lightrag_ray.core import prompts
+from lightrag_ray.core.ids import chunk_text_key
 from lightrag_ray.core.parsing import parse_extraction
 from lightrag_ray.core.records import Extraction
 from lightrag_ray.index.stages.extract import extraction_result
@@ -117,6 +118,7 @@ class ProcessorRuns:
         self.map_args = map_args
         self.fingerprint = extraction_fingerprint(settings)
         self.tokens = 0
+        self.text_keys: dict[str, str] = {}  # chunk id -> text key of the chunks being extracted
 
     def _pass(self, stage: ExtractionPass | SummaryPass, columns: tuple[str, ...], rows: list[Row],
               key: Callable[[Row], Any]) -> Iterator[list[Row]]:
@@ -146,6 +148,7 @@ class ProcessorRuns:
         ``error``); good rows are in the extraction cache before they are yielded."""
         ex = self.settings.extraction
         rows = [{k: chunk[k] for k in ("chunk_id", "doc_id", "file_path", "text")} for chunk in chunks]
+        self.text_keys = {row["chunk_id"]: chunk_text_key(str(row["text"])) for row in rows}
         current: dict[str, _Chunk] = {}
         for rounds_left in range(ex.gleaning_rounds, -1, -1):
             stage = ExtractionPass(ex, glean=rounds_left < ex.gleaning_rounds)
@@ -172,7 +175,8 @@ class ProcessorRuns:
 
     def _done(self, chunk_id: str, chunk: _Chunk, error: str) -> Row:
         result = Extraction() if error else chunk.result
-        return {**to_row(chunk_id, chunk.doc_id, self.fingerprint, result, chunk.requests), "error": error}
+        return {**to_row(chunk_id, chunk.doc_id, self.fingerprint, result, chunk.requests,
+                         self.text_keys.get(chunk_id, "")), "error": error}
 
     def _written(self, rows: list[Row]) -> list[Row]:
         good = [{k: row[k] for k in SCHEMA.names} for row in rows if not row["error"]]

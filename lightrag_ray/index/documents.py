@@ -20,6 +20,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from lightrag_ray.core.ids import doc_id
+from lightrag_ray.core.sources import Listed, normalise_source
 from lightrag_ray.index.converters import CONVERTED_SUFFIXES, ConversionError, to_text
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst")
@@ -39,6 +40,11 @@ class InputFiles:
 
     files: list[str] = field(default_factory=list)
     errors: list[dict[str, str]] = field(default_factory=list)
+    stats: dict[str, tuple[int, int]] = field(default_factory=dict)  # file -> (size, mtime in ns), from the listing
+
+    def listed(self) -> list[Listed]:
+        """The files with their normalised names, sizes and modification times (no file is opened)."""
+        return [Listed(path, normalise_source(path), *self.stats[path]) for path in self.files]
 
 
 def unsupported_error(path: str) -> dict[str, str]:
@@ -86,15 +92,16 @@ def list_input_files(paths: list[str], exclude: str | None = None) -> InputFiles
             raise FileNotFoundError(f"input not found: {path}")
         prefix = path[: len(path) - len(inner)] if "://" in path else ""
         if info.type == pafs.FileType.File:
-            entries = [path]
+            entries = [(path, info)]
         else:
             own = None if _inside(path, skip) else skip  # a folder inside the workspace was asked for
             selector = pafs.FileSelector(inner, recursive=True)
-            entries = [prefix + e.path for e in fs.get_file_info(selector) if e.type == pafs.FileType.File
+            entries = [(prefix + e.path, e) for e in fs.get_file_info(selector) if e.type == pafs.FileType.File
                        and not _hidden(e.path[len(inner):]) and not _inside(prefix + e.path, own)]
-        for entry in entries:
+        for entry, entry_info in entries:
             if entry.lower().endswith(SUPPORTED_SUFFIXES):
                 found.files.append(entry)
+                found.stats[entry] = (int(entry_info.size), int(entry_info.mtime_ns or 0))
             else:
                 found.errors.append(unsupported_error(entry))
     found.files = sorted(dict.fromkeys(found.files))

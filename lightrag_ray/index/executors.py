@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -55,20 +54,15 @@ WAVE_PARTS = 256
 LOCAL_BACKENDS = ("openai", "none")  # HTTP or no LLM: nothing heavy lands in the driver
 
 
-def runs_locally(settings: Settings, files: list[str]) -> bool:
-    """Whether a run over ``files`` does its batch stages in this process: at most
-    ``ray.local_stages_max_mb`` of local files, and an LLM reached over HTTP (or none)."""
+def runs_locally(settings: Settings, files: list[Row]) -> bool:
+    """Whether a run over ``files`` (file rows with their sizes) does its batch stages in this
+    process: at most ``ray.local_stages_max_mb`` of local files, and an LLM reached over HTTP (or none)."""
     limit = settings.ray.local_stages_max_mb * 1024 * 1024
     if limit <= 0 or settings.llm.backend not in LOCAL_BACKENDS:
         return False
-    total = 0
-    for path in files:
-        if "://" in path:  # a remote workspace's inbox: read by Ray Data
-            return False
-        total += os.path.getsize(path)
-        if total > limit:
-            return False
-    return True
+    if any("://" in row["path"] for row in files):  # remote files: read by Ray Data
+        return False
+    return sum(int(row["size"]) for row in files) <= limit
 
 
 @dataclass
@@ -137,7 +131,7 @@ class InProcess:
         self.parts = parts
         self.settings = local_settings(parts.settings)
 
-    def chunk(self, files: list[str]) -> Iterator[Row]:
+    def chunk(self, files: list[Row]) -> Iterator[Row]:
         read = ReadFiles(self.parts.display_names)
         chunker = ChunkDocuments(self.parts.settings_dict, self.parts.run)
         for batch in path_batches(files, FILES_PER_BATCH):
@@ -236,10 +230,10 @@ class RayDataPools:
         embed = EmbedChunksThrough(parts.embed_workers, parts.sink, parts.embed_batch)
         return ds.map_batches(batch_task(embed), batch_format="pandas", **parts.task_args)
 
-    def chunk(self, files: list[str]) -> Iterator[Row]:
+    def chunk(self, files: list[Row]) -> Iterator[Row]:
         parts = self.parts
         for wave in _waves(files, WAVE_FILES):
-            ds = _dataset_of([{"path": path} for path in wave], FILES_PER_BATCH)
+            ds = _dataset_of(wave, FILES_PER_BATCH)
             ds = ds.map_batches(batch_task(ReadFiles(parts.display_names)), batch_format="pandas", **parts.task_args)
             ds = ds.map_batches(pool_of(ChunkDocuments),
                                 fn_constructor_kwargs={"settings": parts.settings_dict, "run": parts.run},
@@ -297,8 +291,7 @@ class Processors(RayDataPools):
         embedding = ChunkVectors(parts, embedded)
         embedding.submit(rows)
         merge = MergeIntoShards(parts.shards, parts.run)
-        cached = CacheIndex(parts.run.workspace, extraction_fingerprint(parts.settings)).lookup(
-            [row["chunk_id"] for row in rows])
+        cached = CacheIndex(parts.run.workspace, extraction_fingerprint(parts.settings)).lookup(rows)
         if cached:
             yield from merge([{**row, "error": "", "cached": True} for row in cached.values()])
         new = [row for row in rows if row["chunk_id"] not in cached]
@@ -322,7 +315,7 @@ class EmbedChunksThrough(EmbedChunks):
         return chunks
 
 
-def _waves(items: list[str], size: int) -> Iterator[list[str]]:
+def _waves(items: list[Any], size: int) -> Iterator[list[Any]]:
     """``items`` in consecutive slices of at most ``size`` (one Ray Data execution each)."""
     for start in range(0, len(items), size):
         yield items[start : start + size]

@@ -24,15 +24,16 @@ from lightrag_ray.index import executors
 from lightrag_ray.index.documents import list_input_files
 from lightrag_ray.index.embedding_pool import EmbeddingPool
 from lightrag_ray.index.progress import Progress, StageProgress, print_progress
+from lightrag_ray.index.sync import SourceSync
 from lightrag_ray.index.stages.aliases import link_aliases, link_aliases_across
 from lightrag_ray.index.stages.commit import commit_graph, finish_documents
 from lightrag_ray.index.stages.embed import embed_graph_changes
 from lightrag_ray.models.llm_processor import require_vllm
 from lightrag_ray.ray_runtime import ensure_ray, niceness_options
-from lightrag_ray.storage import extraction_cache
+from lightrag_ray.storage import extraction_cache, sources
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph.writer import GraphRouter
-from lightrag_ray.storage.run_files import RunFiles, new_run_id, remove_stale_runs
+from lightrag_ray.storage.run_files import RunFiles, new_run_id, remove_stale_runs, stale_chunk_parts
 from lightrag_ray.storage.vector_owner import VectorSink, open_vector_sink
 from lightrag_ray.storage.vectors import VectorWriter, is_server_uri
 from lightrag_ray.storage.workspace import Workspace
@@ -65,6 +66,13 @@ class IndexReport:
     summaries: int = 0
     alias_links: int = 0  # alias link ends made or removed by the alias pass (index.stages.aliases)
     vectors_upserted: int = 0
+    docs_removed: int = 0  # documents no source names any more (deleted or pruned files, replaced versions)
+    sources_added: int = 0  # the sync (index.sync): files or records new to the workspace
+    sources_replaced: int = 0  # ... whose content changed (their old version replaced)
+    sources_moved: int = 0  # ... whose content turned up under another name (re-pointed, no extraction)
+    sources_removed: int = 0  # ... gone from the given paths and pruned
+    sources_unchanged: int = 0  # ... not read (same size and modification time) or read and the same
+    changes: dict[str, list[str]] = field(default_factory=dict)  # the first sources of each outcome
     entities: int = 0
     relations: int = 0
     graph_version: int = 0
@@ -91,6 +99,7 @@ class IndexRun:
         router: GraphRouter | None = None, vectors: VectorSink | None = None,
         display_names: dict[str, str] | None = None, niceness: int | None = None, stop: threading.Event | None = None,
         embedding_pool: EmbeddingPool | None = None, open_graph: Callable[[Settings, int], GraphRouter] | None = None,
+        prune: bool = False,
     ) -> None:
         """``router``/``vectors``: the shards and the vector store a caller keeps open (the Serve
         app); ``open_graph(settings, chunks)``: opens the workspace's shards when the run has
@@ -101,7 +110,8 @@ class IndexRun:
         ``display_names``: file name -> name to record instead of the file's path;
         ``niceness``: the niceness of this job's Ray workers (a background job on nodes that
         also answer queries; None: Ray's default; see ``niceness_options``); ``stop``: once set,
-        the run stops after the current extraction batch (IndexCancelled)."""
+        the run stops after the current extraction batch (IndexCancelled); ``prune``: documents whose
+        file lies under the given paths and is gone are removed (index.sync)."""
         require_vllm(settings.llm)  # before any work: one clear line when vLLM is missing
         self.settings = settings
         self.router = router
@@ -111,6 +121,7 @@ class IndexRun:
         self.display_names = display_names or {}
         self.niceness = niceness
         self.stop = stop
+        self.prune = prune
         self.say = progress or (lambda _message: None)
         self.report = IndexReport()
         self.workspace = Workspace(settings.workspace)
@@ -120,13 +131,20 @@ class IndexRun:
 
     # ---- the run --------------------------------------------------------------------
     def run(self, paths: list[str]) -> IndexReport:
-        """Index ``paths`` into the workspace and return what happened."""
+        """Sync the workspace with ``paths`` (index what is new or changed, replace old versions,
+        re-point moved files, remove pruned ones) and return what happened."""
         started = time.monotonic()
-        files = self._list(paths)  # before Ray: a wrong path fails fast
-        if not files:
+        sync = self._sync(paths)  # before Ray: a wrong path fails fast
+        files = sync.files
+        if not files and not sync.missing:
+            self._nothing_new()
+            self.report.sources_unchanged = sync.alone
+            sources.save_last_sync(self.workspace, sync.summary())
             return self.report
         ensure_ray(self.settings)
         run = RunFiles(self.settings.workspace, new_run_id())
+        extraction_cache.migrate_text_keys(self.workspace, self.workspace.list_files("chunks") + stale_chunk_parts(
+            self.workspace, keep=run.run_id))
         remove_stale_runs(self.workspace, keep=run.run_id)
         parts = executors.RunParts(self.settings, run, None, [], None, 0, self.task_args, self.display_names,
                                    cache_parts=extraction_cache.cache_parts(self.workspace))
@@ -134,18 +152,30 @@ class IndexRun:
         self.report.stages = executor.name
         try:
             self._chunk(executor, files)
-            if self.report.docs_new:
-                self._index(executor, parts)
+            self._plan(sync, run)
+            if self.report.docs_new or sync.removes:
+                self._index(executor, parts, sync)
             else:
-                self.say(f"nothing new to index ({self.report.docs_skipped} documents already processed)")
-                self.report.graph_version = self.manifest.graph_version
-                self.report.entities, self.report.relations = self.manifest.entities, self.manifest.relations
+                self._nothing_new()
                 self._finish(run)
+            self._finish_sync(sync)
         finally:
             self.report.seconds = round(time.monotonic() - started, 2)
         return self.report
 
-    def _index(self, executor: Any, parts: executors.RunParts) -> None:
+    def preview(self, paths: list[str]) -> dict[str, Any]:
+        """What ``run(paths)`` would add, replace, move and remove (every source named), without
+        doing it: the changed files are read and hashed here, nothing is written and Ray is not started."""
+        sync = self._sync(paths)
+        sync.result = sync.preview()
+        return sync.summary(limit=None)
+
+    def _nothing_new(self) -> None:
+        self.say(f"nothing new to index ({self.report.docs_skipped} documents already processed)")
+        self.report.graph_version = self.manifest.graph_version
+        self.report.entities, self.report.relations = self.manifest.entities, self.manifest.relations
+
+    def _index(self, executor: Any, parts: executors.RunParts, sync: SourceSync) -> None:
         """Pass 2 and what follows, with the shards and the embedding actors open."""
         pool = self.embedding_pool.lease() if self.embedding_pool is not None else EmbeddingPool(
             self.settings.embedding, self.niceness)
@@ -163,6 +193,7 @@ class IndexRun:
             # readers until it ends.
             with router.job() if router is self.router else contextlib.nullcontext():
                 try:
+                    self._remove_old(router, parts, sync)
                     self._extract(executor)
                     self._summarise(executor)
                     self._check_stop()
@@ -187,16 +218,57 @@ class IndexRun:
                 router.close()
 
     # ---- steps ------------------------------------------------------------------------
-    def _list(self, paths: list[str]) -> list[str]:
+    def _sync(self, paths: list[str]) -> SourceSync:
+        """The listing of ``paths`` against the sources recorded: what to read, what is gone."""
         inputs = list_input_files(paths, exclude=self.settings.workspace)
-        self.report.files = len(inputs.files)
         self.report.errors.extend(inputs.errors)
-        if not inputs.files and not inputs.errors:
+        sync = SourceSync(self.workspace, paths, inputs, self.prune)
+        if not inputs.files and not inputs.errors and not sync.missing:
             raise FileNotFoundError(f"no files to index under {' '.join(paths)}")
+        self.report.files = len(sync.to_read)
+        self.report.docs_skipped = sync.alone_docs
         if inputs.files:
-            self.say(f"reading {len(inputs.files)} files" + (f" ({len(inputs.errors)} skipped: unsupported type)"
-                                                             if inputs.errors else ""))
-        return inputs.files
+            unchanged = f", {sync.alone} unchanged" if sync.alone else ""
+            skipped = f", {len(inputs.errors)} skipped: unsupported type" if inputs.errors else ""
+            self.say(f"reading {len(sync.to_read)} of {len(inputs.files)} files ({unchanged[2:] or 'all new or changed'}"
+                     f"{skipped})" if sync.alone or inputs.errors else f"reading {len(inputs.files)} files")
+        if sync.missing:
+            self.say(f"{len(sync.missing)} recorded files are gone from the given paths"
+                     + ("" if self.prune else " (kept; --prune removes their documents)"))
+        return sync
+
+    def _plan(self, sync: SourceSync, run: RunFiles) -> None:
+        """The sync's plan once the files read are chunked (re-pointed documents join the run)."""
+        added = sync.plan(run)
+        self.report.chunks += added
+        summary = sync.summary()
+        for key in ("added", "replaced", "moved", "removed", "unchanged"):
+            setattr(self.report, f"sources_{key}", summary[key])
+        self.report.docs_removed = summary["documents_removed"]
+        self.report.changes = {key: names for key, names in summary["sources"].items() if names}
+        changed = [f"{summary[k]} {k}" for k in ("replaced", "moved", "removed") if summary[k]]
+        if changed:
+            self.say(f"sync: {', '.join(changed)} ({summary['documents_removed']} documents leave the workspace, "
+                     f"{sync.repointed} re-pointed)")
+
+    def _remove_old(self, router: GraphRouter, parts: executors.RunParts, sync: SourceSync) -> None:
+        """The replaced, moved and removed documents' chunks out of the shards and Milvus, in the
+        write job that merges the new versions (committed together)."""
+        if not sync.removes:
+            return
+        router.remove_chunks(sync.graph_chunks)
+        if sync.vector_chunks:
+            writer = parts.sink.open()
+            try:
+                writer.delete("chunks", sync.vector_chunks)
+            finally:
+                if parts.sink.owner is None:
+                    writer.close()
+        self._timed("remove old versions")
+
+    def _finish_sync(self, sync: SourceSync) -> None:
+        sync.finish()
+        self._timed("record sources")
 
     def _timed(self, step: str) -> None:
         """Close the wall time of ``step`` (from the end of the previous one)."""

@@ -23,9 +23,14 @@ def index_paths(
     """Index files or folders into ``settings.workspace`` (incremental and resumable).
 
     ``opened`` may pass ``router=``, ``vectors=`` and ``embedding_pool=`` that the caller
-    keeps open, ``display_names=``, ``niceness=`` and ``stop=`` (see IndexRun). Without a
+    keeps open, ``display_names=``, ``niceness=``, ``stop=`` and ``prune=`` (see IndexRun). Without a
     ``router`` the run opens the workspace as its writer once it has documents to index, and
     stops the shard actors at its end.
     """
     opened.setdefault("open_graph", _writer_graph)
     return IndexRun(settings, progress, **opened).run(paths)
+
+
+def preview_paths(paths: list[str], settings: Settings, prune: bool = False) -> dict[str, Any]:
+    """What indexing ``paths`` would add, replace, move and remove (``index --dry-run``); changes nothing."""
+    return IndexRun(settings, None, prune=prune).preview(paths)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lightrag_ray.storage import doc_status
+from lightrag_ray.storage import doc_status, sources
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.vectors import LITE_COMFORTABLE_VECTORS, is_server_uri
 from lightrag_ray.storage.workspace import Workspace
@@ -50,6 +50,7 @@ def workspace_status(uri: str, milvus_uri: str | None = None) -> dict[str, Any]:
         "chunks": len(chunk_ids),
         **{key: found[key] for key in ("entities", "relations", "graph_version", "shards", "embedding_model",
                                        "embedding_dim")},
+        "last_sync": sources.last_sync(workspace),
         "errors": [{"file_path": d["file_path"], "error": d["error"]} for d in docs.values() if d["error"]],
         "hints": hints,
     }

@@ -78,3 +78,14 @@ def remove_stale_runs(workspace: Workspace, keep: str) -> None:
     for info in workspace.fs.get_file_info(selector):
         if info.type == pafs.FileType.Directory and info.base_name != keep:
             workspace.fs.delete_dir(info.path)
+
+
+def stale_chunk_parts(workspace: Workspace, keep: str) -> list[str]:
+    """The chunk parts of runs other than ``keep`` (runs that died: their chunks' extractions
+    are cached, and migrating the cache needs their texts)."""
+    selector = pafs.FileSelector(workspace.path(RUNS), allow_not_found=True)
+    found = []
+    for info in workspace.fs.get_file_info(selector):
+        if info.type == pafs.FileType.Directory and info.base_name != keep:
+            found += workspace.list_files(RUNS, info.base_name, "chunks")
+    return found

@@ -4,6 +4,8 @@ Documents already processed are skipped (each worker reads the status table once
 others are cut into token windows. Their chunk rows go to the run's ``chunks`` table, where
 the extraction stage reads them, and every document seen (with its chunk count, or the reason
 it cannot be read) to the run's ``documents`` table, from which the commit records statuses.
+Every source read, skipped documents' too, goes to the run's ``sources`` table: the sync plan
+(core.sources) is made from it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 from lightrag_ray.config import Settings
 from lightrag_ray.core.chunking import chunk_text
-from lightrag_ray.storage import doc_status
+from lightrag_ray.storage import doc_status, sources
 from lightrag_ray.storage.run_files import DOCUMENTS_SCHEMA, RunFiles
 
 Row = dict[str, Any]
@@ -63,4 +65,5 @@ class ChunkDocuments:
         for start in range(0, len(chunks), PART_ROWS):
             self.run.append("chunks", chunks[start : start + PART_ROWS])
         self.run.append("documents", documents, DOCUMENTS_SCHEMA)
+        self.run.append("sources", [{name: doc[name] for name in sources.SCHEMA.names} for doc in docs], sources.SCHEMA)
         return [{**counts, "errors": json.dumps(errors, ensure_ascii=False)}]

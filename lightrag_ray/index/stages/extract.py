@@ -14,6 +14,7 @@ from typing import Any
 from lightrag_ray.config import Settings
 from lightrag_ray.core import prompts
 from lightrag_ray.core.fast_extraction import CHINESE_NAMES, fast_extract
+from lightrag_ray.core.ids import chunk_text_key
 from lightrag_ray.core.parsing import parse_extraction
 from lightrag_ray.core.records import Extraction
 from lightrag_ray.models.llm import BatchCaller, LLMError
@@ -51,13 +52,16 @@ class _Extract:
         self.earlier_parts = set(earlier_parts)
 
     def __call__(self, chunks: list[Row]) -> list[Row]:
-        cached = self.cache.lookup([str(chunk["chunk_id"]) for chunk in chunks])
+        cached = self.cache.lookup(chunks)
         new = [chunk for chunk in chunks if chunk["chunk_id"] not in cached]
         rows = self._extract_new(new) if new else []
-        good = [{k: v for k, v in row.items() if k != "error"} for row in rows if not row["error"]]
+        keys = {chunk["chunk_id"]: chunk_text_key(str(chunk["text"])) for chunk in new}
+        good = [{**{k: v for k, v in row.items() if k != "error"}, "text_key": keys[row["chunk_id"]]}
+                for row in rows if not row["error"]]
         write_rows(self.workspace, good)
-        return ([{**row, "error": "", "cached": self.cache.where[chunk] in self.earlier_parts}
-                 for chunk, row in cached.items()] + [{**row, "cached": False} for row in rows])
+        parts = {chunk["chunk_id"]: self.cache.part_of(chunk) for chunk in chunks if chunk["chunk_id"] in cached}
+        return ([{**row, "error": "", "cached": parts[chunk] in self.earlier_parts} for chunk, row in cached.items()]
+                + [{**row, "cached": False} for row in rows])
 
     def _extract_new(self, chunks: list[Row]) -> list[Row]:
         raise NotImplementedError

@@ -1,29 +1,44 @@
-"""Stage ``read``: input files (local or URIs) -> document rows (doc_id, file_path, text, error)."""
+"""Stage ``read``: input files (local or URIs) -> document rows (doc_id, file_path, text, error,
+and the source fields of core.sources: source, kind, file, size, mtime_ns)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
+from lightrag_ray.core.sources import FILE, TEXT, Listed, record_source
 from lightrag_ray.index.documents import parse_file, read_input
 
 Row = dict[str, Any]
 
 
 class ReadFiles:
-    """(path) rows -> document rows; a file named in ``display_names`` (by its base name) is
-    recorded under the name given there instead of its path. Never raises: a file that cannot
-    become a document gives a row with ``error``."""
+    """File rows (``file_rows``) -> document rows; a file named in ``display_names`` (by its base
+    name: an insert job's inbox copy) is recorded under the name given there instead of its path,
+    as inserted text whose source is that copy (it never replaces another document).
+    Never raises: a file that cannot become a document gives a row with ``error``."""
 
     def __init__(self, display_names: dict[str, str] | None = None) -> None:
         self.display_names = display_names or {}
 
     def __call__(self, rows: list[Row]) -> list[Row]:
-        return [doc for row in rows for doc in parse_file(
-            row["path"], read_input(row["path"]), self.display_names.get(row["path"].rsplit("/", 1)[-1]))]
+        docs = []
+        for row in rows:
+            name = self.display_names.get(row["path"].rsplit("/", 1)[-1])
+            display = row["path"] if name is None else name
+            file = row["file"] if name is None else f"{TEXT}:{row['file']}"
+            for doc in parse_file(row["path"], read_input(row["path"]), name):
+                docs.append({**doc, "source": record_source(file, display, doc["file_path"]), "file": file,
+                             "kind": FILE if name is None else TEXT, "size": row["size"], "mtime_ns": row["mtime_ns"]})
+        return docs
 
 
-def path_batches(paths: list[str], batch_files: int) -> Iterator[list[Row]]:
-    """(path) rows, ``batch_files`` at a time."""
-    for start in range(0, len(paths), batch_files):
-        yield [{"path": path} for path in paths[start : start + batch_files]]
+def file_rows(files: list[Listed]) -> list[Row]:
+    """The rows the read stage takes: each file's path, normalised name, size and mtime."""
+    return [{"path": f.path, "file": f.file, "size": f.size, "mtime_ns": f.mtime_ns} for f in files]
+
+
+def path_batches(rows: list[Row], batch_files: int) -> Iterator[list[Row]]:
+    """File rows, ``batch_files`` at a time."""
+    for start in range(0, len(rows), batch_files):
+        yield rows[start : start + batch_files]
