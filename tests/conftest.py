@@ -21,11 +21,18 @@ import pytest  # noqa: E402
 from lightrag_ray.config import Settings, load_settings  # noqa: E402
 from tests.milvus_standalone import MilvusStandalone  # noqa: E402
 from tests.net_helpers import free_port  # noqa: E402
+from tests.s3_server import S3Server  # noqa: E402
 from tests.scripted_llm import ScriptedLLM  # noqa: E402
+
+# The tests' S3 server (moto) listens here once a test asks for it (s3_server). Its address and
+# credentials are in the environment before Ray starts, so every Ray worker of the session
+# (graph shards, tasks) reaches a workspace on it, as a cluster's pods reach their object store.
+S3_PORT = free_port()
+os.environ.update(S3Server(Path("."), S3_PORT).env())
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 # A test that uses one of these (directly or through another fixture) is an integration test.
-INTEGRATION_FIXTURES = {"ray_cluster", "milvus_server", "milvus_standalone"}
+INTEGRATION_FIXTURES = {"ray_cluster", "milvus_server", "milvus_standalone", "s3_server"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -87,6 +94,15 @@ def milvus_standalone(tmp_path_factory):
     ``milvus``, on free ports (tests/milvus_standalone.py)."""
     with MilvusStandalone(tmp_path_factory.mktemp("milvus_standalone")) as server:
         yield server.uri
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """A real S3 server on 127.0.0.1 (moto's standalone server), where the session's processes
+    and Ray workers find it (AWS_ENDPOINT_URL)."""
+    server = S3Server(tmp_path_factory.mktemp("s3"), S3_PORT).start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

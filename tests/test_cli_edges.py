@@ -130,7 +130,9 @@ def test_workspace_inside_the_folder_is_never_read(sample_runs):
     corpus, _, second = sample_runs
     assert (corpus / "ws" / "manifest.json").exists()
     report = json.loads(second.stdout)
-    assert report["files"] == 2 and report["docs_skipped"] == 1 and report["docs_new"] == 0
+    # the sample is unchanged (not read again); the damaged PDF failed before, so it is read again
+    assert report["files"] == 1 and report["docs_skipped"] == 1 and report["docs_new"] == 0
+    assert report["sources_unchanged"] == 2  # the sample, unread, and the PDF, read and the same
     assert {e["file_path"] for e in report["errors"]} == {str(corpus / "scan.pdf"), str(corpus / "photo.png")}
     assert "Traceback" not in second.stderr
 

@@ -190,3 +190,57 @@ def test_clear_documents_empties_documents_graph_and_vectors(app, client):  # no
     assert data["entities"] == data["relationships"] == data["chunks"] == []
     assert not [p for p in (app[1] / "inbox").rglob("*") if p.is_file()]
     assert (app[1] / "inputs" / "acme.txt").exists()  # the input folder's files stay: a scan indexes them again
+
+
+def _sources(client: httpx.Client, file_path: str) -> list[dict]:  # noqa: F811
+    [row] = [r for rows in client.get("/documents").json()["statuses"].values() for r in rows
+             if r["file_path"] == file_path]
+    return row["metadata"]["sources"]
+
+
+def test_a_scan_replaces_changed_files_and_removes_gone_ones_only_when_asked(app, client):  # noqa: F811
+    inputs = app[1] / "inputs" / "synced"
+    inputs.mkdir(parents=True, exist_ok=True)
+    (inputs / "clocks.txt").write_text(DOC_D)
+    (inputs / "gone.txt").write_text("Ilsa Marchetti trained Oren Vashti in Thornmoor.")
+    assert wait_for(client, scan(client)["track_id"])["job_status"] == "processed"
+    [source] = _sources(client, "synced/clocks.txt")
+    assert source["kind"] == "file" and source["source"] == str(inputs / "clocks.txt")
+
+    edited = DOC_D.replace("Oslo", "Bergen")
+    (inputs / "clocks.txt").write_text(edited)
+    (inputs / "gone.txt").unlink()
+    kept = scan(client)
+    assert "1 replaced" in kept["message"] and "removed" not in kept["message"], kept
+    assert wait_for(client, kept["track_id"])["job_status"] == "processed"
+    docs = statuses(client)["processed"]
+    assert docs["synced/clocks.txt"]["id"] == doc_id(edited) and "synced/gone.txt" in docs  # no prune: it stays
+    assert doc_id(DOC_D) not in {row["id"] for row in docs.values()}  # the old version left
+
+    pruned = client.post("/documents/scan", json={"prune": True}).json()
+    assert "1 removed" in pruned["message"], pruned
+    assert wait_for(client, pruned["track_id"])["job_status"] == "processed"
+    assert "synced/gone.txt" not in statuses(client)["processed"]
+    assert "Thornmoor" not in str(client.get("/graphs", params={"label": "*", "max_nodes": 1000}).json())
+
+
+def test_an_upload_of_the_same_name_replaces_it_and_texts_never_replace(app, client):  # noqa: F811
+    def upload(text: str) -> dict:
+        job = client.post("/documents/upload", files={"file": ("shipyard.txt", text.encode())}).json()
+        return wait_for(client, job["track_id"])
+
+    first, second = (f"Caspian Roe built ships in Kestrel Bay. Caspian Roe hired Nadia Ferro. Run {next(RUNS)}."
+                     for _ in range(2))
+    assert upload(first)["job_status"] == "processed"
+    assert upload(second)["job_status"] == "processed"
+    processed = statuses(client)["processed"]
+    assert processed["shipyard.txt"]["id"] == doc_id(second)
+    assert doc_id(first) not in {row["id"] for row in processed.values()}
+    assert _sources(client, "shipyard.txt") == [{"source": "upload:shipyard.txt", "kind": "upload"}]
+
+    texts = [f"Greta Solberg sailed to Nettlewick. Note {next(RUNS)}." for _ in range(2)]
+    for text in texts:
+        job = client.post("/documents/text", json={"text": text, "file_source": "note.txt"}).json()
+        assert wait_for(client, job["track_id"])["job_status"] == "processed"
+    ids = {row["id"] for row in client.get("/documents").json()["statuses"]["processed"]}
+    assert {doc_id(t) for t in texts} <= ids  # two inserted texts of one name are two documents

@@ -223,3 +223,46 @@ def test_in_llm_mode_a_replaced_documents_unchanged_chunks_cost_no_request(ray_c
     fresh = sync_settings(tmp_path / "fresh", **overrides)
     sync(fresh, corpus.root)
     assert_same_workspace(settings, fresh, max_fragments=3)
+
+
+KILLED_SYNC = """
+import os, signal, sys
+from lightrag_ray.config import Settings
+from lightrag_ray.index.stages import merge
+from lightrag_ray.service.indexing import index_paths
+from lightrag_ray.storage import chunk_table
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+if sys.argv[3] == "extraction":  # the new versions' first extracted batch merged, then killed
+    merged = merge.MergeIntoShards.__call__
+    merge.MergeIntoShards.__call__ = lambda self, rows: (merged(self, rows), die())
+else:  # after the commit: the old versions' first chunk part rewritten, then killed
+    drop = chunk_table.drop_rows
+    chunk_table.drop_rows = lambda workspace, rows: (drop(workspace, rows[:1]), die())
+index_paths([sys.argv[2]], Settings.model_validate_json(sys.argv[1]), progress=None, prune=True)
+"""
+
+
+@pytest.mark.parametrize("moment", ["extraction", "removal"])
+def test_a_sync_killed_midway_completes_when_run_again(ray_cluster, tmp_path, moment):
+    import os
+    import subprocess
+    import sys
+
+    rng = random.Random(11)
+    corpus = Corpus(tmp_path / "corpus", rng, files=10)
+    settings = sync_settings(tmp_path / "ws")
+    sync(settings, corpus.root)
+    for operation in ("edit", "append", "edit_middle", "rename", "move", "delete", "records"):
+        corpus.step(operation)
+    killed = subprocess.run([sys.executable, "-c", KILLED_SYNC, settings.model_dump_json(), str(corpus.root), moment],
+                            capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "RAY_ADDRESS": ray_cluster.get_runtime_context().gcs_address})
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    report = sync(settings, corpus.root)
+    assert report.sources_replaced + report.sources_removed + report.sources_moved > 0  # the sync was still to do
+    fresh = sync_settings(tmp_path / "fresh")
+    sync(fresh, corpus.root)
+    assert_same_workspace(settings, fresh)

@@ -79,6 +79,12 @@ class RunParts:
     task_args: dict[str, Any]  # num_cpus and runtime env of the run's tasks
     display_names: dict[str, str]
     cache_parts: list[str] = field(default_factory=list)  # the extraction cache's parts at the run's start
+    display_kind: str = "text"  # the source kind of display-named files (index.stages.read.ReadFiles)
+    relative_to: str | None = None  # a folder whose files are named by their path inside it (a scan)
+
+    def reader(self) -> ReadFiles:
+        """The read stage of this run."""
+        return ReadFiles(self.display_names, self.display_kind, self.relative_to)
 
     @property
     def settings_dict(self) -> dict[str, Any]:
@@ -132,7 +138,7 @@ class InProcess:
         self.settings = local_settings(parts.settings)
 
     def chunk(self, files: list[Row]) -> Iterator[Row]:
-        read = ReadFiles(self.parts.display_names)
+        read = self.parts.reader()
         chunker = ChunkDocuments(self.parts.settings_dict, self.parts.run)
         for batch in path_batches(files, FILES_PER_BATCH):
             yield from chunker(read(batch))
@@ -234,7 +240,7 @@ class RayDataPools:
         parts = self.parts
         for wave in _waves(files, WAVE_FILES):
             ds = _dataset_of(wave, FILES_PER_BATCH)
-            ds = ds.map_batches(batch_task(ReadFiles(parts.display_names)), batch_format="pandas", **parts.task_args)
+            ds = ds.map_batches(batch_task(parts.reader()), batch_format="pandas", **parts.task_args)
             ds = ds.map_batches(pool_of(ChunkDocuments),
                                 fn_constructor_kwargs={"settings": parts.settings_dict, "run": parts.run},
                                 batch_format="pandas", **actor_pool(1, parts.task_args["num_cpus"]),

@@ -20,10 +20,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lightrag_ray.config import Settings
+from lightrag_ray.core.sources import TEXT
 from lightrag_ray.index import executors
 from lightrag_ray.index.documents import list_input_files
 from lightrag_ray.index.embedding_pool import EmbeddingPool
 from lightrag_ray.index.progress import Progress, StageProgress, print_progress
+from lightrag_ray.index.stages.read import ReadFiles
 from lightrag_ray.index.sync import SourceSync
 from lightrag_ray.index.stages.aliases import link_aliases, link_aliases_across
 from lightrag_ray.index.stages.commit import commit_graph, finish_documents
@@ -99,7 +101,7 @@ class IndexRun:
         router: GraphRouter | None = None, vectors: VectorSink | None = None,
         display_names: dict[str, str] | None = None, niceness: int | None = None, stop: threading.Event | None = None,
         embedding_pool: EmbeddingPool | None = None, open_graph: Callable[[Settings, int], GraphRouter] | None = None,
-        prune: bool = False,
+        prune: bool = False, display_kind: str = TEXT, relative_to: str | None = None,
     ) -> None:
         """``router``/``vectors``: the shards and the vector store a caller keeps open (the Serve
         app); ``open_graph(settings, chunks)``: opens the workspace's shards when the run has
@@ -107,7 +109,9 @@ class IndexRun:
         run closes it);
         ``embedding_pool``: an open pool (model loaded) that the run leases and leaves open
         (None: the run starts its own and closes it);
-        ``display_names``: file name -> name to record instead of the file's path;
+        ``display_names``: file name -> name to record instead of the file's path, as inserted
+        text (``display_kind`` TEXT) or an upload that replaces the upload of that name (UPLOAD);
+        ``relative_to``: a folder whose files are named by their path inside it (the Serve app's scan);
         ``niceness``: the niceness of this job's Ray workers (a background job on nodes that
         also answer queries; None: Ray's default; see ``niceness_options``); ``stop``: once set,
         the run stops after the current extraction batch (IndexCancelled); ``prune``: documents whose
@@ -122,6 +126,8 @@ class IndexRun:
         self.niceness = niceness
         self.stop = stop
         self.prune = prune
+        self.display_kind = display_kind
+        self.relative_to = relative_to
         self.say = progress or (lambda _message: None)
         self.report = IndexReport()
         self.workspace = Workspace(settings.workspace)
@@ -147,7 +153,8 @@ class IndexRun:
             self.workspace, keep=run.run_id))
         remove_stale_runs(self.workspace, keep=run.run_id)
         parts = executors.RunParts(self.settings, run, None, [], None, 0, self.task_args, self.display_names,
-                                   cache_parts=extraction_cache.cache_parts(self.workspace))
+                                   cache_parts=extraction_cache.cache_parts(self.workspace), display_kind=self.display_kind,
+                                   relative_to=self.relative_to)
         executor = executors.choose_executor(parts, executors.runs_locally(self.settings, files))
         self.report.stages = executor.name
         try:
@@ -163,12 +170,14 @@ class IndexRun:
             self.report.seconds = round(time.monotonic() - started, 2)
         return self.report
 
-    def preview(self, paths: list[str]) -> dict[str, Any]:
-        """What ``run(paths)`` would add, replace, move and remove (every source named), without
-        doing it: the changed files are read and hashed here, nothing is written and Ray is not started."""
+    def preview(self, paths: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """What ``run(paths)`` would add, replace, move and remove (every source named), and the
+        document rows of the files it would read, without doing it: those files are read and
+        hashed here, nothing is written and Ray is not started."""
         sync = self._sync(paths)
-        sync.result = sync.preview()
-        return sync.summary(limit=None)
+        docs = ReadFiles(relative_to=self.relative_to)(sync.files)
+        sync.result = sync.preview(docs)
+        return sync.summary(limit=None), docs
 
     def _nothing_new(self) -> None:
         self.say(f"nothing new to index ({self.report.docs_skipped} documents already processed)")
@@ -209,6 +218,9 @@ class IndexRun:
                 else:  # the caller's store stays open, and its lookups go on: the run's rows are flushed
                     parts.sink.flush()
                 self._commit(router)
+            if self.vectors is not None:  # the caller's store has readers: old passages leave once the job is published
+                self._delete_chunk_vectors(parts.sink, sync)
+                parts.sink.flush()
             self._finish(parts.run)
         finally:
             pool.close()  # a caller's pool stays up: this run holds a lease of it
@@ -228,10 +240,10 @@ class IndexRun:
         self.report.files = len(sync.to_read)
         self.report.docs_skipped = sync.alone_docs
         if inputs.files:
-            unchanged = f", {sync.alone} unchanged" if sync.alone else ""
-            skipped = f", {len(inputs.errors)} skipped: unsupported type" if inputs.errors else ""
-            self.say(f"reading {len(sync.to_read)} of {len(inputs.files)} files ({unchanged[2:] or 'all new or changed'}"
-                     f"{skipped})" if sync.alone or inputs.errors else f"reading {len(inputs.files)} files")
+            notes = [f"{sync.alone} unchanged"] if sync.alone else []
+            notes += [f"{len(inputs.errors)} skipped: unsupported type"] if inputs.errors else []
+            listed = f" of {len(inputs.files)}" if sync.alone else ""
+            self.say(f"reading {len(sync.to_read)}{listed} files" + (f" ({', '.join(notes)})" if notes else ""))
         if sync.missing:
             self.say(f"{len(sync.missing)} recorded files are gone from the given paths"
                      + ("" if self.prune else " (kept; --prune removes their documents)"))
@@ -252,19 +264,28 @@ class IndexRun:
                      f"{sync.repointed} re-pointed)")
 
     def _remove_old(self, router: GraphRouter, parts: executors.RunParts, sync: SourceSync) -> None:
-        """The replaced, moved and removed documents' chunks out of the shards and Milvus, in the
-        write job that merges the new versions (committed together)."""
+        """The replaced, moved and removed documents' chunks out of the shards, in the write job
+        that merges the new versions (committed and published together), and out of Milvus: here
+        for the run's own store, once the job is published for a caller's (the Serve app's
+        readers keep finding the old passages until then)."""
         if not sync.removes:
             return
         router.remove_chunks(sync.graph_chunks)
-        if sync.vector_chunks:
-            writer = parts.sink.open()
-            try:
-                writer.delete("chunks", sync.vector_chunks)
-            finally:
-                if parts.sink.owner is None:
-                    writer.close()
+        if self.vectors is None:  # the run's own store, no readers: before the new versions' vectors
+            self._delete_chunk_vectors(parts.sink, sync)
         self._timed("remove old versions")
+
+    @staticmethod
+    def _delete_chunk_vectors(sink: VectorSink, sync: SourceSync) -> None:
+        """The removed documents' chunk vectors out of Milvus."""
+        if not sync.vector_chunks:
+            return
+        writer = sink.open()
+        try:
+            writer.delete("chunks", sync.vector_chunks)
+        finally:
+            if sink.owner is None:
+                writer.close()
 
     def _finish_sync(self, sync: SourceSync) -> None:
         sync.finish()

@@ -24,7 +24,7 @@ from typing import Any
 from lightrag_ray.core.sources import FILE, SyncPlan, normalise_source, plan_reads, plan_sync, under
 from lightrag_ray.index.documents import InputFiles
 from lightrag_ray.index.stages.chunk import PART_ROWS
-from lightrag_ray.index.stages.read import ReadFiles, file_rows
+from lightrag_ray.index.stages.read import file_rows
 from lightrag_ray.storage import chunk_table, doc_status, sources
 from lightrag_ray.storage.run_files import DOCUMENTS_SCHEMA, RunFiles
 from lightrag_ray.storage.workspace import Workspace
@@ -68,10 +68,10 @@ class SourceSync:
         """Whether the graph or Milvus lose anything in this run."""
         return bool(self.graph_chunks)
 
-    def preview(self) -> SyncPlan:
-        """The plan of this sync without doing it (``index --dry-run``): the changed files are
-        read and hashed in this process; nothing is written."""
-        seen = [{name: doc[name] for name in sources.SCHEMA.names} for doc in ReadFiles()(self.files)]
+    def preview(self, docs: list[Row]) -> SyncPlan:
+        """The plan of this sync without doing it (``index --dry-run``), from the document rows
+        of the files it reads (read and hashed by the caller); nothing is written."""
+        seen = [{name: doc[name] for name in sources.SCHEMA.names} for doc in docs]
         return plan_sync(self.known, seen, self.missing, self.prune, self.alone)
 
     def plan(self, run: RunFiles) -> int:
@@ -80,11 +80,16 @@ class SourceSync:
         seen = run.read("sources", sources.SCHEMA).to_pylist()
         self.result = plan_sync(self.known, seen, self.missing, self.prune, self.alone)
         chunked = set(run.read("documents", DOCUMENTS_SCHEMA, ["doc_id"])["doc_id"].to_pylist())
-        moved = {doc: path for doc, path in self.result.file_paths.items()
+        paths = self.result.file_paths
+        stored = chunk_table.chunks_of(self.workspace, self.result.removed_docs | set(paths))
+        # re-pointed: a document whose file path changed, or with chunk rows under another path
+        # (a run killed after its commit, before its chunk rows were moved)
+        misplaced = {row["doc_id"] for row in stored if row["doc_id"] in paths and row["file_path"] != paths[row["doc_id"]]}
+        moved = {doc: path for doc, path in paths.items()
                  if doc not in chunked and self.docs.get(doc, {}).get("status") == doc_status.PROCESSED
-                 and self.docs[doc]["file_path"] != path}
-        removed = chunk_table.chunks_of(self.workspace, self.result.removed_docs, ["chunk_id", "doc_id"])
-        stored = chunk_table.chunks_of(self.workspace, set(moved))
+                 and (self.docs[doc]["file_path"] != path or doc in misplaced)}
+        removed = [row for row in stored if row["doc_id"] in self.result.removed_docs]
+        stored = [row for row in stored if row["doc_id"] in moved]
         self.dropped = removed + stored
         self.vector_chunks = sorted({row["chunk_id"] for row in removed})
         self.graph_chunks = sorted({row["chunk_id"] for row in self.dropped})

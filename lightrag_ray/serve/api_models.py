@@ -240,6 +240,13 @@ class ClearCacheResponse(BaseModel):
     message: str
 
 
+class ScanRequest(LightRAGBody):
+    """``POST /documents/scan``: LightRAG's WebUI sends no body. ``prune`` (lightrag-ray's)
+    also removes the documents whose file is gone from the input folder."""
+
+    prune: bool = Field(False, description="also remove the documents whose file is gone from the input folder")
+
+
 class ScanResponse(BaseModel):
     """``POST /documents/scan``; ``track_id`` names the insert job of the new files."""
 

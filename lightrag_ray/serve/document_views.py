@@ -13,12 +13,15 @@ _SORT_KEYS = {"created_at": "updated", "updated_at": "updated", "id": "doc_id", 
 def doc_view(row: dict[str, Any]) -> dict[str, Any]:
     """One document in LightRAG's DocStatusResponse shape (the start of its text and its
     length in characters; empty for documents indexed before they were kept, or not read
-    yet); the last update stands for the creation time."""
+    yet); the last update stands for the creation time. ``metadata`` names the sources the
+    document comes from (file, record or upload, each with its kind) and its version (the
+    content hash a changed source replaces)."""
     return {"id": row["doc_id"], "content_summary": row.get("content_summary") or "",
             "content_length": row.get("content_length") or 0, "status": row["status"],
             "created_at": row.get("updated") or "", "updated_at": row.get("updated") or "",
             "track_id": row.get("track_id"), "chunks_count": row.get("chunks"), "error_msg": row.get("error") or None,
-            "metadata": {}, "file_path": row.get("file_path") or ""}
+            "metadata": {"sources": row.get("sources") or [], "version": row["doc_id"].removeprefix("doc-")},
+            "file_path": row.get("file_path") or ""}
 
 
 def status_counts(statuses: dict[str, list[dict[str, Any]]]) -> dict[str, int]:

@@ -31,6 +31,11 @@ def index_paths(
     return IndexRun(settings, progress, **opened).run(paths)
 
 
-def preview_paths(paths: list[str], settings: Settings, prune: bool = False) -> dict[str, Any]:
-    """What indexing ``paths`` would add, replace, move and remove (``index --dry-run``); changes nothing."""
-    return IndexRun(settings, None, prune=prune).preview(paths)
+def preview_paths(paths: list[str], settings: Settings, prune: bool = False, relative_to: str | None = None
+                  ) -> dict[str, Any]:
+    """What indexing ``paths`` would add, replace, move and remove (``index --dry-run``), with
+    ``documents``: the rows (doc_id, file_path, error, source) of the files it would read;
+    changes nothing."""
+    changes, docs = IndexRun(settings, None, prune=prune, relative_to=relative_to).preview(paths)
+    keep = ("doc_id", "file_path", "error", "source")
+    return {**changes, "documents": [{key: doc[key] for key in keep} for doc in docs]}

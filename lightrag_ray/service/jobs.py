@@ -17,12 +17,13 @@ from typing import Any
 
 from lightrag_ray.config import Settings
 from lightrag_ray.core.errors import short_error
+from lightrag_ray.core.sources import TEXT, UPLOAD
 from lightrag_ray.index.documents import parse_file
 from lightrag_ray.index.embedding_pool import KeptEmbeddingPool
 from lightrag_ray.index.pipeline import IndexCancelled
 from lightrag_ray.index.stages.chunk import document_row
 from lightrag_ray.service.indexing import index_paths
-from lightrag_ray.storage import doc_status
+from lightrag_ray.storage import doc_status, sources
 from lightrag_ray.storage.graph.writer import GraphRouter
 from lightrag_ray.storage.vector_owner import VectorSink
 from lightrag_ray.storage.workspace import Workspace
@@ -117,6 +118,14 @@ class InsertJobs:
         self._save_job(job)
         return job
 
+    def submit_scan(self, folder: str, prune: bool, doc_ids: list[str]) -> dict[str, Any]:
+        """Queue one job that syncs the workspace with ``folder`` (index.sync; ``prune``: files
+        gone from it are removed); ``doc_ids``: the new documents it is expected to index."""
+        job = {"track_id": new_track_id("scan"), "status": PENDING, "doc_ids": doc_ids, "files": {},
+               "folder": folder, "prune": prune, "created": now(), "errors": [], "report": None}
+        self._save_job(job)
+        return job
+
     def unfinished_jobs(self) -> list[str]:
         """Track ids of jobs not yet run to the end (queued, or cut short by a restart)."""
         return sorted(t for t, job in self.jobs.items() if job["status"] in (PENDING, PROCESSING))
@@ -131,11 +140,14 @@ class InsertJobs:
             self.stop.clear()
             self._save_job({**job, "status": PROCESSING})
             try:
+                inputs: dict[str, Any] = (  # a scan syncs its folder; an insert indexes its inbox copies
+                    {"paths": [job["folder"]], "relative_to": job["folder"], "prune": job["prune"]} if "folder" in job
+                    else {"paths": [f"{self.workspace.uri}/inbox/{track_id}"], "display_names": job["files"],
+                          "display_kind": UPLOAD if track_id.startswith("upload") else TEXT})
                 report = index_paths(
-                    [f"{self.workspace.uri}/inbox/{track_id}"], self.settings,
-                    progress=lambda message: LOG.info("%s: %s", track_id, message),
+                    inputs.pop("paths"), self.settings, progress=lambda message: LOG.info("%s: %s", track_id, message),
                     router=self.graph, vectors=self.sink, embedding_pool=self.embedding_pool.get(niceness),
-                    display_names=job["files"], niceness=niceness, stop=self.stop,
+                    niceness=niceness, stop=self.stop, **inputs,
                 )
             except IndexCancelled:
                 job = {**self.jobs[track_id], "status": CANCELLED, "error": "cancelled while running: its "
@@ -215,12 +227,15 @@ class InsertJobs:
         return pending.index(track_id) + 1
 
     def documents(self) -> dict[str, Any]:
-        """Documents grouped by status, with those of queued jobs as pending/processing, and
-        ``cancelling``: whether the running job was asked to stop."""
+        """Documents grouped by status (each with its ``sources``), with those of queued jobs as
+        pending/processing, and ``cancelling``: whether the running job was asked to stop."""
         known = doc_status.load(self.workspace)
+        named: dict[str, list[dict[str, str]]] = {}
+        for source in sources.load(self.workspace):
+            named.setdefault(source["doc_id"], []).append({"source": source["source"], "kind": source["kind"]})
         statuses: dict[str, list[dict[str, Any]]] = {}
         for row in known.values():
-            statuses.setdefault(row["status"], []).append(row)
+            statuses.setdefault(row["status"], []).append({**row, "sources": named.get(row["doc_id"], [])})
         for job in self.jobs.values():
             if job["status"] in (PENDING, PROCESSING):
                 for doc in job["doc_ids"]:

@@ -25,6 +25,7 @@ from lightrag_ray.models.embedding import Embedder
 from lightrag_ray.ray_runtime import quiet_ray_data
 from lightrag_ray.service import status
 from lightrag_ray.service.deletion import delete_documents
+from lightrag_ray.service.indexing import preview_paths
 from lightrag_ray.service.graph_edits import GraphEditor
 from lightrag_ray.service.jobs import PROCESSING, InsertJobs, InsertRejected, new_track_id, now
 from lightrag_ray.service.opening import open_workspace
@@ -126,44 +127,47 @@ class WorkspaceService(InsertJobs):
             self.cancel(track_id)
         return unfinished
 
-    def scan(self, folder: str) -> dict[str, Any]:
-        """Queue the files of ``folder`` (created if missing) that hold documents not yet
-        processed as one insert job, named by their path in the folder. A file that cannot
-        become a document is recorded as a failed document with its error; files whose
-        documents are all known are skipped. Returns the job (``processed`` or ``failed`` when
-        nothing was queued) with ``scan``: the files ``queued`` and ``skipped``, the documents
-        newly ``failed``.
-        Raises WriteBusy while an insert job runs or is queued."""
+    def scan(self, folder: str, prune: bool = False) -> dict[str, Any]:
+        """Sync the workspace with ``folder`` (created if missing) as `index` does (index.sync):
+        new and changed files are queued as one job that indexes the folder itself, named by
+        their path in it (a changed file replaces its old version, a moved one is re-pointed);
+        with ``prune``, documents whose file is gone from the folder are removed too. Unchanged
+        files (same size and modification time) are not read. A file of a type that cannot be
+        indexed is recorded as a failed document with its error. Returns the job (``processed``
+        or ``failed`` when nothing was queued) with ``scan``: the files ``queued`` and
+        ``skipped``, the documents newly ``failed``, and the sources ``replaced``, ``moved``,
+        ``removed``. Raises WriteBusy while an insert job runs or is queued."""
         folder = folder.rstrip("/")
         with self._exclusive("scan", idle=True):
             fs, inner = input_filesystem(folder)
             fs.create_dir(inner, recursive=True)
-            found = list_input_files([folder], exclude=self.settings.workspace)
             known = doc_status.load(self.workspace)
-            new: list[tuple[str, bytes]] = []
-            failures: list[dict[str, Any]] = []
-            skipped = 0
-            for path in sorted(found.files + [e["file_path"] for e in found.errors]):
-                name = path[len(folder):].lstrip("/")
-                data = read_input(path) if path in found.files else b""  # an unsupported type is not read
-                rows = parse_file(path, data, name)
-                status = [known.get(row["doc_id"], {}).get("status") for row in rows]
-                unread = [row for row, seen in zip(rows, status) if row["error"] and seen != doc_status.FAILED]
-                failures += [{**{k: row[k] for k in ("doc_id", "file_path", "error")}, "status": doc_status.FAILED,
-                              "chunks": 0} for row in unread]
-                if any(not row["error"] and seen != doc_status.PROCESSED for row, seen in zip(rows, status)):
-                    new.append((name, data))
-                elif not unread:
-                    skipped += 1
+            found = list_input_files([folder], exclude=self.settings.workspace)
+            try:
+                changes = preview_paths([folder], self.settings, prune=prune, relative_to=folder)
+            except FileNotFoundError:  # an empty folder, and nothing recorded under it
+                changes = {"documents": [], "replaced": 0, "moved": 0, "removed": 0}
+            unsupported = [parse_file(e["file_path"], b"", e["file_path"][len(folder):].lstrip("/"))[0]
+                           for e in found.errors]
+            failures = [{**{k: row[k] for k in ("doc_id", "file_path", "error")}, "status": doc_status.FAILED,
+                         "chunks": 0} for row in unsupported + changes["documents"]
+                        if row["error"] and known.get(row["doc_id"], {}).get("status") != doc_status.FAILED]
             if failures:
                 doc_status.update(self.workspace, failures)
+            new = sorted({d["doc_id"] for d in changes["documents"]
+                          if not d["error"] and known.get(d["doc_id"], {}).get("status") != doc_status.PROCESSED})
+            queued = {d["source"].split("#", 1)[0] for d in changes["documents"] if d["doc_id"] in new}
             errors = [{"file_path": f["file_path"], "error": f["error"]} for f in failures]
-            job = self.submit(new, "scan") if new else {
-                "track_id": new_track_id("scan"), "doc_ids": sorted(f["doc_id"] for f in failures), "files": {},
-                "status": doc_status.FAILED if failures else doc_status.PROCESSED, "created": now(), "errors": [],
-                "report": None}
+            if new or changes["replaced"] + changes["moved"] + changes["removed"]:
+                job = self.submit_scan(folder, prune, new)
+            else:
+                job = {"track_id": new_track_id("scan"), "doc_ids": sorted(f["doc_id"] for f in failures),
+                       "files": {}, "status": doc_status.FAILED if failures else doc_status.PROCESSED,
+                       "created": now(), "errors": [], "report": None}
             self._save_job({**job, "errors": list({e["file_path"]: e for e in job["errors"] + errors}.values())})
-        counts = {"queued": len(new), "skipped": skipped, "failed": len(failures)}
+        listed = len(found.files) + len(found.errors)
+        counts = {"queued": len(queued), "skipped": listed - len(queued) - len(failures), "failed": len(failures),
+                  **{key: changes[key] for key in ("replaced", "moved", "removed")}}
         return {**self.jobs[job["track_id"]], "scan": counts}
 
     # ---- manual graph edits (LightRAG's graph-editing routes) ---------------------------

@@ -56,9 +56,9 @@ def finish_documents(run: RunFiles, cancelled: str = "") -> dict[str, Any]:
         changes[row["doc_id"]] = {"doc_id": row["doc_id"], "file_path": row["file_path"], "chunks": row["chunks"],
                                   "status": doc_status.FAILED if error else doc_status.PROCESSED, "error": error,
                                   "content_summary": row["content_summary"] or "", "content_length": row["content_length"] or 0}
+    run.adopt_chunks()  # before the statuses: a run killed between them leaves rows to re-chunk, never documents without rows
     if changes:
         doc_status.update(run.workspace, list(changes.values()))
-    run.adopt_chunks()
     extraction_cache.compact(run.workspace)
     run.remove()
     return {"docs_failed": newly_failed, "errors": errors[:MAX_REPORTED_ERRORS], "errors_total": len(errors)}

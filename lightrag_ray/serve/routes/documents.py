@@ -28,6 +28,7 @@ from lightrag_ray.serve.api_models import (
     InsertTextRequest,
     InsertTextsRequest,
     ReprocessResponse,
+    ScanRequest,
     ScanResponse,
 )
 from lightrag_ray.serve.deployments import cause_message
@@ -113,17 +114,21 @@ async def supported_file_types() -> JSONResponse:
 
 
 @router.post("/documents/scan")
-async def scan(space: NewSpaceDep) -> ScanResponse:
-    """Index the input folder's new files as one insert job; files already processed are
-    skipped, unreadable ones become failed documents. Skipped while an insert job runs or is queued."""
+async def scan(space: NewSpaceDep, body: ScanRequest | None = None) -> ScanResponse:
+    """Sync the input folder as one insert job: new files indexed, changed ones replacing their
+    old version, moved ones re-pointed, unchanged ones skipped unread, unreadable ones listed as
+    failed documents; ``{"prune": true}`` also removes the documents of files gone from it.
+    Skipped while an insert job runs or is queued."""
     _check_inserts(space)
-    job, busy = await _write(space.writer.scan.remote(space.input_dir))
+    prune = body is not None and body.prune
+    job, busy = await _write(space.writer.scan.remote(space.input_dir, prune))
     if busy is not None:
         return ScanResponse(status="scanning_skipped_pipeline_busy", message=str(busy), track_id=busy.track_id)
     counts = job["scan"]
+    synced = "".join(f", {counts[key]} {key}" for key in ("replaced", "moved", "removed") if counts[key])
     return ScanResponse(status="scanning_started", track_id=job["track_id"], message=(
         f"Scanning {space.input_dir}: {counts['queued']} new files queued, {counts['skipped']} known files skipped, "
-        f"{counts['failed']} documents that cannot be read (listed as failed); follow them at "
+        f"{counts['failed']} documents that cannot be read (listed as failed){synced}; follow them at "
         f"/documents/track_status/{job['track_id']}"))
 
 

@@ -1,0 +1,225 @@
+"""Sync benchmark: a corpus indexed, then changed (some documents edited, renamed, deleted) and
+synced with ``lightrag-ray index --prune``; the sync against indexing only the edited documents
+into an empty workspace, and the synced workspace against a fresh index of the final corpus.
+
+Steps (each an ``index`` CLI subprocess joined to one Ray cluster this script starts, with
+bench_corpus's corpus generator, hash-embedding server and Milvus server, as bench_corpus.py
+runs them):
+
+1. **initial**: the corpus (``--chunks`` target, bench_corpus's documents) indexed;
+2. **re-run, nothing changed**: the same command again (files listed, none read);
+3. the corpus changed: ``--edit`` of the documents get their last sentence replaced (their
+   first chunks stay the same), ``--rename`` renamed, ``--delete`` deleted;
+4. **detection**: ``index --prune --dry-run`` (lists and hashes the changed files; no Ray);
+5. **sync**: ``index --prune``, with its stages and LLM requests;
+6. **edited only**: the edited documents' new versions indexed into an empty workspace;
+7. **fresh**: the final corpus indexed into an empty workspace, compared with the synced one
+   (mention rows and every field of every entity and relation: tests/graph_helpers; vector ids);
+8. with ``--s3``: the final corpus uploaded to an S3 server (moto's, started here), indexed,
+   and the re-run with nothing changed timed over the objects.
+
+    PYTHONPATH=. .venv/bin/python scripts/bench_sync.py --chunks 10000 --store server --mode fast --s3 \\
+        --workdir /tmp/bench_sync --json-out /tmp/bench_sync/fast.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_corpus import (ROOT, HashEmbeddings, MilvusStandalone, RayCluster, ScriptedLLM, child_env,
+                          drop_collections, generate_corpus, graph_differences, load_settings, load_stored,
+                          log, machine_info, run_index)
+
+from lightrag_ray.config import ChunkingConfig
+from tests.s3_server import S3Server
+
+
+def change_corpus(folder: Path, rng: random.Random, edit: float, rename: float, delete: float) -> dict[str, list[str]]:
+    """Edit, rename and delete shares of the .txt files under ``folder``; returns the names."""
+    files = sorted(folder.rglob("*.txt"))
+    picked = rng.sample(files, round(len(files) * (edit + rename + delete)))
+    cut = [round(len(files) * edit), round(len(files) * (edit + rename))]
+    changed: dict[str, list[str]] = {"edited": [], "renamed": [], "deleted": []}
+    for number, path in enumerate(picked):
+        if number < cut[0]:
+            text = path.read_text(encoding="utf-8").rstrip()
+            head = text[: text.rstrip(".").rfind(". ") + 1] or text
+            path.write_text(f"{head} This document was edited in revision {number}.", encoding="utf-8")
+            changed["edited"].append(str(path))
+        elif number < cut[1]:
+            path.rename(path.with_name(f"renamed-{path.name}"))
+            changed["renamed"].append(str(path))
+        else:
+            path.unlink()
+            changed["deleted"].append(str(path))
+    return changed
+
+
+def vector_ids(uri: str, prefix: str) -> dict[str, set[str]]:
+    """The ids stored in a run's three collections on the Milvus server."""
+    from pymilvus import MilvusClient
+
+    client = MilvusClient(uri=uri)
+    try:
+        return {kind: _all_ids(client, f"{prefix}_{kind}") for kind in ("entities", "relations", "chunks")}
+    finally:
+        client.close()
+
+
+def _all_ids(client: Any, collection: str) -> set[str]:
+    ids: set[str] = set()
+    iterator = client.query_iterator(collection, filter='id != ""', output_fields=["id"], batch_size=8192)
+    while batch := iterator.next():
+        ids.update(row["id"] for row in batch)
+    iterator.close()
+    return ids
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--chunks", type=int, default=10000, help="corpus size in chunks (about one per document)")
+    parser.add_argument("--mode", choices=["fast", "llm"], default="fast", help="extraction mode (llm: scripted LLM)")
+    parser.add_argument("--store", choices=["server", "lite"], default="server", help="Milvus server or Lite")
+    parser.add_argument("--edit", type=float, default=0.01, help="share of documents edited")
+    parser.add_argument("--rename", type=float, default=0.005, help="share of documents renamed")
+    parser.add_argument("--delete", type=float, default=0.005, help="share of documents deleted")
+    parser.add_argument("--s3", action="store_true", help="also time the re-run over the corpus on an S3 server")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--cpus", type=int, default=2, help="CPUs of the local Ray cluster")
+    parser.add_argument("--chunk-tokens", type=int, default=ChunkingConfig().chunk_tokens)
+    parser.add_argument("--overlap-tokens", type=int, default=ChunkingConfig().overlap_tokens)
+    parser.add_argument("--workdir", help="work folder (default: a temporary one, removed)")
+    parser.add_argument("--json-out", help="write every figure to this JSON file")
+    args = parser.parse_args(argv)
+    args.embed_batch, args.set, args.interval, args.dim = 64, [], 1.0, 384  # what bench_corpus's helpers read
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    command_line = " ".join(shlex.quote(a) for a in ["python", "scripts/bench_sync.py", *(argv or sys.argv[1:])])
+    workdir = Path(args.workdir).resolve() if args.workdir else Path(tempfile.mkdtemp(prefix="bench_sync_"))
+    embeddings = HashEmbeddings(dim=args.dim).start()
+    llm = ScriptedLLM(latency_s=0.0).start() if args.mode == "llm" else None
+    server = MilvusStandalone(workdir / "milvus") if args.store == "server" else None
+    s3 = S3Server(workdir / "s3").start() if args.s3 else None
+    cluster = None
+    runs: dict[str, Any] = {}
+    try:
+        if server is not None:
+            shutil.rmtree(server.base_dir, ignore_errors=True)
+            server.base_dir.mkdir(parents=True)
+            server.start()
+        cluster = RayCluster(1, args.cpus, Path(tempfile.mkdtemp(prefix="bsray_", dir="/tmp")), 2000)
+        info = machine_info(cluster)
+        corpus = generate_corpus(workdir / "corpus", args.chunks, args.seed, args.chunk_tokens, args.overlap_tokens,
+                                 ChunkingConfig().encoding)
+        live = workdir / "live"
+        shutil.rmtree(live, ignore_errors=True)
+        shutil.copytree(corpus.folder, live)
+
+        def run(label: str, folder: str, workspace: str, *flags: str, env_extra: dict[str, str] | None = None
+                ) -> dict[str, Any]:
+            prefix = "bs_" + workspace.replace("-", "_")
+            if label in ("initial", "edited only", "fresh") or label.startswith("s3 initial"):
+                shutil.rmtree(workdir / "ws" / workspace, ignore_errors=True)
+                if server is not None:
+                    drop_collections(server.uri, prefix)
+            command = [sys.executable, "-m", "lightrag_ray.cli.main", "index", folder, "--workspace",
+                       str(workdir / "ws" / workspace), "--extraction-mode", args.mode, "--json", "--ray-address",
+                       cluster.address, "--chunk-tokens", str(args.chunk_tokens), "--overlap-tokens",
+                       str(args.overlap_tokens), *flags]
+            if llm is not None:
+                command += ["--llm-base-url", llm.url, "--llm-model", "scripted"]
+            if server is not None:
+                command += ["--milvus-uri", server.uri]
+            (workdir / "ws").mkdir(parents=True, exist_ok=True)
+            env = {**child_env(args, embeddings, prefix), **(env_extra or {})}
+            log(f"{label}: {folder}")
+            result = run_index(command, env, workdir / "ws" / f"{workspace}.{label.replace(' ', '_')}.log",
+                               args.interval, {}, label)
+            result.pop("roles", None)
+            runs[label] = result
+            return result
+
+        run("initial", str(live), "synced")
+        run("re-run, nothing changed", str(live), "synced")
+        changed = change_corpus(live, random.Random(args.seed), args.edit, args.rename, args.delete)
+        started = time.perf_counter()
+        dry = subprocess.run([sys.executable, "-m", "lightrag_ray.cli.main", "index", str(live), "--workspace",
+                              str(workdir / "ws" / "synced"), "--prune", "--dry-run", "--json"],
+                             capture_output=True, text=True, cwd=ROOT, env=child_env(args, embeddings, "bs_synced"))
+        runs["detection"] = {"wall_s": round(time.perf_counter() - started, 2), "exit_code": dry.returncode,
+                             "report": {k: v for k, v in json.loads(dry.stdout).items() if isinstance(v, int)}}
+        run("sync", str(live), "synced", "--prune")
+        edited_only = workdir / "edited_only"
+        shutil.rmtree(edited_only, ignore_errors=True)
+        edited_only.mkdir()
+        for path in changed["edited"]:
+            shutil.copy(path, edited_only / Path(path).name)
+        run("edited only", str(edited_only), "edited-only")
+        run("fresh", str(live), "fresh")
+        got = load_stored(load_settings(overrides={"workspace": str(workdir / "ws" / "synced")}, environ={}))
+        want = load_stored(load_settings(overrides={"workspace": str(workdir / "ws" / "fresh")}, environ={}))
+        problems, _ = graph_differences(got, want)
+        same_vectors = server is None or vector_ids(server.uri, "bs_synced") == vector_ids(server.uri, "bs_fresh")
+        comparison = {"graph_equal": not problems, "differences": problems[:20], "vector_ids_equal": same_vectors}
+        if s3 is not None:
+            s3.upload(live, "bench", "live")
+            run("s3 initial", "s3://bench/live", "s3", env_extra=s3.env())
+            run("s3 re-run, nothing changed", "s3://bench/live", "s3", env_extra=s3.env())
+    finally:
+        if cluster is not None:
+            cluster.shutdown()
+        for service in (server, llm, s3):
+            if service is not None:
+                service.stop()
+        embeddings.stop()
+        if not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    print(f"\n## sync of {len(changed['edited'])} edited, {len(changed['renamed'])} renamed, "
+          f"{len(changed['deleted'])} deleted of {corpus.documents} documents ({corpus.chunks} chunks): "
+          f"{args.mode} mode, Milvus {args.store}\n")
+    print("| run | wall s | files read | new docs | replaced | moved | removed | chunks extracted | cached | LLM requests |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for label, result in runs.items():
+        r = result["report"]
+        print(f"| {label} | {result['wall_s']} | {r.get('files', '')} | {r.get('docs_new', '')} | "
+              f"{r.get('sources_replaced', r.get('replaced', ''))} | {r.get('sources_moved', r.get('moved', ''))} | "
+              f"{r.get('sources_removed', r.get('removed', ''))} | {r.get('chunks_extracted', '')} | "
+              f"{r.get('chunks_cached', '')} | {r.get('llm_requests', '')} |")
+    sync_stages = runs["sync"]["report"].get("stage_seconds", {})
+    print(f"\nsync stages (s): {', '.join(f'{k} {v}' for k, v in sync_stages.items())}")
+    ratio = runs["sync"]["wall_s"] / runs["edited only"]["wall_s"]
+    print(f"sync / edited only: {ratio:.2f}x (target <= 1.5x)")
+    print(f"re-run with nothing changed, local: {runs['re-run, nothing changed']['wall_s']} s (target < 15 s)")
+    if "s3 re-run, nothing changed" in runs:
+        print(f"re-run with nothing changed, S3: {runs['s3 re-run, nothing changed']['wall_s']} s (target < 60 s)")
+    print(f"synced vs fresh: graph {'EQUAL' if comparison['graph_equal'] else 'DIFFERENT'}, vector ids "
+          f"{'equal' if comparison['vector_ids_equal'] else 'DIFFERENT'}")
+    for problem in comparison["differences"][:10]:
+        print(f"  {problem[:300]}")
+    print(f"\nmachine: {info.get('machine')}; Ray {info.get('ray_cluster')}; command: {command_line}")
+    if args.json_out:
+        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_out).write_text(json.dumps({"command": command_line, "machine": info, "runs": runs,
+                                                   "changed": {k: len(v) for k, v in changed.items()},
+                                                   "comparison": comparison, "sync_over_edited_only": ratio},
+                                                  indent=2, default=str), encoding="utf-8")
+    if not comparison["graph_equal"] or not comparison["vector_ids_equal"]:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
