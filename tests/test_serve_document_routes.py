@@ -61,7 +61,8 @@ def test_scan_indexes_new_files_and_records_unreadable_ones(app, client):  # noq
     started = scan(client)
     assert started["status"] == "scanning_started" and started["track_id"].startswith("scan_")
     assert "2 new files queued, 0 known files skipped, 2 documents that cannot be read" in started["message"]
-    assert wait_for(client, started["track_id"])["job_status"] == "processed"
+    done = wait_for(client, started["track_id"])
+    assert done["job_status"] == "processed", done
     docs = statuses(client)
     assert set(docs["processed"]) == {"acme.txt", "sub/london.md"}
     assert set(docs["failed"]) == {"picture.png", "empty.txt"}

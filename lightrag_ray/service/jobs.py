@@ -155,9 +155,11 @@ class InsertJobs:
             except Exception as exc:  # the job fails, the service stays up
                 job = {**self.jobs[track_id], "status": doc_status.FAILED, "error": self._job_error(track_id, exc)}
                 self._mark_failed(job)
-            else:
-                status = doc_status.FAILED if report.docs_failed else doc_status.PROCESSED
-                job = {**self.jobs[track_id], "status": status, "report": report.to_dict()}
+            else:  # failed when one of its documents is not processed (a scan's unreadable files are not its)
+                known = doc_status.load(self.workspace)
+                done = all(known.get(doc, {}).get("status") == doc_status.PROCESSED for doc in job["doc_ids"])
+                job = {**self.jobs[track_id], "status": doc_status.PROCESSED if done else doc_status.FAILED,
+                       "report": report.to_dict()}
             self._save_job(job)
         return job
 
