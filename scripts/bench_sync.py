@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shlex
 import shutil
@@ -66,7 +67,7 @@ def change_corpus(folder: Path, rng: random.Random, edit: float, rename: float, 
 
 
 def vector_ids(uri: str, prefix: str) -> dict[str, set[str]]:
-    """The ids stored in a run's three collections on the Milvus server."""
+    """The ids stored in a run's three collections (a Milvus server, or a Lite file)."""
     from pymilvus import MilvusClient
 
     client = MilvusClient(uri=uri)
@@ -78,6 +79,7 @@ def vector_ids(uri: str, prefix: str) -> dict[str, set[str]]:
 
 def _all_ids(client: Any, collection: str) -> set[str]:
     ids: set[str] = set()
+    client.load_collection(collection)
     iterator = client.query_iterator(collection, filter='id != ""', output_fields=["id"], batch_size=8192)
     while batch := iterator.next():
         ids.update(row["id"] for row in batch)
@@ -113,6 +115,8 @@ def main(argv: list[str] | None = None) -> None:
     llm = ScriptedLLM(latency_s=0.0).start() if args.mode == "llm" else None
     server = MilvusStandalone(workdir / "milvus") if args.store == "server" else None
     s3 = S3Server(workdir / "s3").start() if args.s3 else None
+    if s3 is not None:  # before Ray starts: its workers read the corpus from the S3 server
+        os.environ.update(s3.env())
     cluster = None
     runs: dict[str, Any] = {}
     try:
@@ -128,13 +132,12 @@ def main(argv: list[str] | None = None) -> None:
         shutil.rmtree(live, ignore_errors=True)
         shutil.copytree(corpus.folder, live)
 
-        def run(label: str, folder: str, workspace: str, *flags: str, env_extra: dict[str, str] | None = None
-                ) -> dict[str, Any]:
-            prefix = "bs_" + workspace.replace("-", "_")
-            if label in ("initial", "edited only", "fresh") or label.startswith("s3 initial"):
-                shutil.rmtree(workdir / "ws" / workspace, ignore_errors=True)
-                if server is not None:
-                    drop_collections(server.uri, prefix)
+        def store_uri(workspace: str) -> str:
+            if server is not None:
+                return server.uri
+            return load_settings(overrides={"workspace": str(workdir / "ws" / workspace)}, environ={}).milvus_uri()
+
+        def index_command(folder: str, workspace: str, *flags: str) -> list[str]:
             command = [sys.executable, "-m", "lightrag_ray.cli.main", "index", folder, "--workspace",
                        str(workdir / "ws" / workspace), "--extraction-mode", args.mode, "--json", "--ray-address",
                        cluster.address, "--chunk-tokens", str(args.chunk_tokens), "--overlap-tokens",
@@ -143,6 +146,16 @@ def main(argv: list[str] | None = None) -> None:
                 command += ["--llm-base-url", llm.url, "--llm-model", "scripted"]
             if server is not None:
                 command += ["--milvus-uri", server.uri]
+            return command
+
+        def run(label: str, folder: str, workspace: str, *flags: str, env_extra: dict[str, str] | None = None
+                ) -> dict[str, Any]:
+            prefix = "bs_" + workspace.replace("-", "_")
+            if label in ("initial", "edited only", "fresh") or label.startswith("s3 initial"):
+                shutil.rmtree(workdir / "ws" / workspace, ignore_errors=True)
+                if server is not None:
+                    drop_collections(server.uri, prefix)
+            command = index_command(folder, workspace, *flags)
             (workdir / "ws").mkdir(parents=True, exist_ok=True)
             env = {**child_env(args, embeddings, prefix), **(env_extra or {})}
             log(f"{label}: {folder}")
@@ -156,9 +169,10 @@ def main(argv: list[str] | None = None) -> None:
         run("re-run, nothing changed", str(live), "synced")
         changed = change_corpus(live, random.Random(args.seed), args.edit, args.rename, args.delete)
         started = time.perf_counter()
-        dry = subprocess.run([sys.executable, "-m", "lightrag_ray.cli.main", "index", str(live), "--workspace",
-                              str(workdir / "ws" / "synced"), "--prune", "--dry-run", "--json"],
-                             capture_output=True, text=True, cwd=ROOT, env=child_env(args, embeddings, "bs_synced"))
+        dry = subprocess.run(index_command(str(live), "synced", "--prune", "--dry-run"), capture_output=True,
+                             text=True, cwd=ROOT, env=child_env(args, embeddings, "bs_synced"))
+        if dry.returncode:
+            raise RuntimeError(f"index --dry-run failed: {dry.stderr[-3000:]}")
         runs["detection"] = {"wall_s": round(time.perf_counter() - started, 2), "exit_code": dry.returncode,
                              "report": {k: v for k, v in json.loads(dry.stdout).items() if isinstance(v, int)}}
         run("sync", str(live), "synced", "--prune")
@@ -172,7 +186,7 @@ def main(argv: list[str] | None = None) -> None:
         got = load_stored(load_settings(overrides={"workspace": str(workdir / "ws" / "synced")}, environ={}))
         want = load_stored(load_settings(overrides={"workspace": str(workdir / "ws" / "fresh")}, environ={}))
         problems, _ = graph_differences(got, want)
-        same_vectors = server is None or vector_ids(server.uri, "bs_synced") == vector_ids(server.uri, "bs_fresh")
+        same_vectors = vector_ids(store_uri("synced"), "bs_synced") == vector_ids(store_uri("fresh"), "bs_fresh")
         comparison = {"graph_equal": not problems, "differences": problems[:20], "vector_ids_equal": same_vectors}
         if s3 is not None:
             s3.upload(live, "bench", "live")

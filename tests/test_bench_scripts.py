@@ -194,3 +194,26 @@ def test_bench_milvus_memory_drives_a_server_per_variant_and_reports_its_rss_gro
         figures = result["summary"][name]
         assert figures["to_mib"] == samples[-1]["rss_mib"] and figures["from_minute"] > 0
         assert re.search(rf"^ *{name}: RSS {figures['from_mib']} MiB at minute", done.stdout, re.MULTILINE)
+
+
+@pytest.mark.timeout(600)
+def test_bench_sync_syncs_a_changed_corpus_and_finds_it_equal_to_a_fresh_index(tmp_path):
+    out = tmp_path / "sync.json"
+    command = [sys.executable, str(ROOT / "scripts" / "bench_sync.py"), "--chunks", "60", "--store", "lite",
+               "--chunk-tokens", "200", "--overlap-tokens", "20", "--edit", "0.15", "--rename", "0.1",
+               "--delete", "0.1", "--s3", "--workdir", str(tmp_path / "work"), "--json-out", str(out)]
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=560)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text(encoding="utf-8"))
+    runs, changed = result["runs"], result["changed"]
+    assert result["comparison"] == {"graph_equal": True, "differences": [], "vector_ids_equal": True}
+    assert runs["re-run, nothing changed"]["report"]["files"] == 0
+    assert runs["s3 re-run, nothing changed"]["report"]["files"] == 0
+    sync = runs["sync"]["report"]
+    assert (sync["sources_replaced"], sync["sources_moved"], sync["sources_removed"]) == (
+        changed["edited"], changed["renamed"], changed["deleted"])
+    assert runs["detection"]["report"]["replaced"] == changed["edited"]
+    assert sync["chunks_cached"] > 0  # the edited documents' first chunks did not change
+    assert "sync / edited only: " in done.stdout and "synced vs fresh: graph EQUAL, vector ids equal" in done.stdout

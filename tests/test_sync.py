@@ -266,3 +266,27 @@ def test_a_sync_killed_midway_completes_when_run_again(ray_cluster, tmp_path, mo
     fresh = sync_settings(tmp_path / "fresh")
     sync(fresh, corpus.root)
     assert_same_workspace(settings, fresh)
+
+
+def test_a_workspace_from_before_sources_is_adopted_without_extraction(ray_cluster, tmp_path):
+    """No sources table and an extraction cache without text keys (as written before this
+    change): the first sync reads the files once and indexes nothing; an edit then reuses the
+    migrated cache for its unchanged chunks."""
+    import pyarrow.parquet as pq
+
+    rng = random.Random(3)
+    corpus = Corpus(tmp_path / "corpus", rng, files=6)
+    settings = sync_settings(tmp_path / "ws")
+    sync(settings, corpus.root)
+    workspace = Workspace(settings.workspace)
+    workspace.delete_file(workspace.path("sources", "sources.parquet"))
+    for part in workspace.list_files("extractions"):
+        table = pq.read_table(part)
+        pq.write_table(table.drop_columns(["text_key"]), part)
+    adopted = sync(settings, corpus.root)
+    assert adopted.files == 7 and adopted.docs_new == 0 and adopted.chunks == 0 and adopted.sources_unchanged == 10
+    assert adopted.graph_version == 1  # nothing was written to the graph
+    target = max(corpus.texts(), key=lambda p: len(p.read_text()))
+    target.write_text(target.read_text() + " " + sentence(rng), encoding="utf-8")
+    edited = sync(settings, corpus.root)
+    assert edited.files == 1 and edited.sources_replaced == 1 and edited.chunks_cached > 0
