@@ -171,13 +171,15 @@ class IndexRun:
         return self.report
 
     def preview(self, paths: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """What ``run(paths)`` would add, replace, move and remove (every source named), and the
-        document rows of the files it would read, without doing it: those files are read and
-        hashed here, nothing is written and Ray is not started."""
+        """What ``run(paths)`` would add, replace, move and remove (every source named, with the
+        files ``listed`` and the ``unsupported`` ones), and the document rows of the files it would
+        read, without doing it: those files are read and hashed here, nothing is written and Ray
+        is not started."""
         sync = self._sync(paths)
         docs = ReadFiles(relative_to=self.relative_to)(sync.files)
         sync.result = sync.preview(docs)
-        return sync.summary(limit=None), docs
+        return {**sync.summary(limit=None), "listed": len(sync.to_read) + sync.alone,
+                "unsupported": self.report.errors}, docs
 
     def _nothing_new(self) -> None:
         self.say(f"nothing new to index ({self.report.docs_skipped} documents already processed)")

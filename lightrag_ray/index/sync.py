@@ -81,7 +81,9 @@ class SourceSync:
         self.result = plan_sync(self.known, seen, self.missing, self.prune, self.alone)
         chunked = set(run.read("documents", DOCUMENTS_SCHEMA, ["doc_id"])["doc_id"].to_pylist())
         paths = self.result.file_paths
-        stored = chunk_table.chunks_of(self.workspace, self.result.removed_docs | set(paths))
+        # stored rows only of documents that leave or were indexed before (never of the run's new
+        # ones: a one-document insert must not scan the chunk table)
+        stored = chunk_table.chunks_of(self.workspace, self.result.removed_docs | (set(paths) - chunked))
         # re-pointed: a document whose file path changed, or with chunk rows under another path
         # (a run killed after its commit, before its chunk rows were moved)
         misplaced = {row["doc_id"] for row in stored if row["doc_id"] in paths and row["file_path"] != paths[row["doc_id"]]}

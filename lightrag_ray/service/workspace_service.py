@@ -19,7 +19,7 @@ import pyarrow.fs as pafs
 
 from lightrag_ray.config import Settings
 from lightrag_ray.core.manual_edits import GraphEditError
-from lightrag_ray.index.documents import input_filesystem, list_input_files, parse_file, read_input
+from lightrag_ray.index.documents import input_filesystem, parse_file
 from lightrag_ray.index.embedding_pool import KeptEmbeddingPool
 from lightrag_ray.models.embedding import Embedder
 from lightrag_ray.ray_runtime import quiet_ray_data
@@ -142,13 +142,12 @@ class WorkspaceService(InsertJobs):
             fs, inner = input_filesystem(folder)
             fs.create_dir(inner, recursive=True)
             known = doc_status.load(self.workspace)
-            found = list_input_files([folder], exclude=self.settings.workspace)
             try:
                 changes = preview_paths([folder], self.settings, prune=prune, relative_to=folder)
             except FileNotFoundError:  # an empty folder, and nothing recorded under it
-                changes = {"documents": [], "replaced": 0, "moved": 0, "removed": 0}
+                changes = {"documents": [], "replaced": 0, "moved": 0, "removed": 0, "listed": 0, "unsupported": []}
             unsupported = [parse_file(e["file_path"], b"", e["file_path"][len(folder):].lstrip("/"))[0]
-                           for e in found.errors]
+                           for e in changes["unsupported"]]
             failures = [{**{k: row[k] for k in ("doc_id", "file_path", "error")}, "status": doc_status.FAILED,
                          "chunks": 0} for row in unsupported + changes["documents"]
                         if row["error"] and known.get(row["doc_id"], {}).get("status") != doc_status.FAILED]
@@ -165,7 +164,7 @@ class WorkspaceService(InsertJobs):
                        "files": {}, "status": doc_status.FAILED if failures else doc_status.PROCESSED,
                        "created": now(), "errors": [], "report": None}
             self._save_job({**job, "errors": list({e["file_path"]: e for e in job["errors"] + errors}.values())})
-        listed = len(found.files) + len(found.errors)
+        listed = changes["listed"] + len(unsupported)
         counts = {"queued": len(queued), "skipped": listed - len(queued) - len(failures), "failed": len(failures),
                   **{key: changes[key] for key in ("replaced", "moved", "removed")}}
         return {**self.jobs[job["track_id"]], "scan": counts}
