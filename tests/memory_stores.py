@@ -52,8 +52,9 @@ class MemoryVectorIndex:
         for row in rows:
             self.rows[kind][row["id"]] = {**row, "vector": np.asarray(row["vector"], dtype=np.float32)}
 
-    async def search(self, kind: str, vectors: np.ndarray, top_k: int, output_fields: list[str]) -> list[list[dict[str, Any]]]:
-        rows = list(self.rows[kind].values())
+    async def search(self, kind: str, vectors: np.ndarray, top_k: int, output_fields: list[str],
+                     version: int | None = None) -> list[list[dict[str, Any]]]:
+        rows = [row for row in self.rows[kind].values() if version is None or _visible(row, version)]
         if not rows:
             return [[] for _ in vectors]
         matrix = np.stack([r["vector"] for r in rows])
@@ -110,6 +111,11 @@ def index_in_memory(
         for c, v in zip(chunks, chunk_vectors)
     ])
     return graph, vectors
+
+
+def _visible(row: dict[str, Any], version: int) -> bool:
+    """Whether a reader of graph ``version`` sees ``row`` (storage.vectors.visible_at, in Python)."""
+    return row.get("since", version) <= version and row.get("until", version + 1) > version
 
 
 def _fields(row: dict[str, Any], fields: list[str]) -> dict[str, Any]:

@@ -91,3 +91,36 @@ def test_the_contract_documents_each_operation():
     undocumented = [op.name for op in contract.OPERATIONS.values() if not op.doc]
     assert not undocumented
     assert inspect.getdoc(contract)
+
+
+def test_readers_filter_passages_by_version_from_a_job_until_its_old_vectors_are_deleted():
+    """``read_version``: the published graph version, and whether readers must keep to the chunk
+    vectors visible at it: from ``begin`` until the writer ``settle``s after publishing (its old
+    rows deleted); a rolled-back job leaves readers filtering until a job settles. A commit
+    outside a job (an indexing run's own shards) has no readers to wait for."""
+    graph = MemoryGraph(num_shards=2)
+
+    def version() -> dict:
+        return asyncio.run(graph.read_version())
+
+    assert version() == {"version": 0, "settled": True}
+    for shard in graph.shards:
+        shard.mark_saved(1)  # a run's commit, no job open
+    assert version() == {"version": 1, "settled": True}
+    graph.begin()
+    assert version() == {"version": 1, "settled": False}
+    for shard in graph.shards:
+        shard.mark_saved(2)  # the job's commit: readers still see version 1
+    assert version() == {"version": 1, "settled": False}
+    graph.publish()
+    assert version() == {"version": 2, "settled": False}  # the old rows are not deleted yet
+    graph.settle()
+    assert version() == {"version": 2, "settled": True}
+    graph.begin()
+    graph.rollback()
+    assert version() == {"version": 2, "settled": False}  # vectors the undone job stored may be left
+    graph.begin()
+    graph.publish()
+    graph.settle()
+    assert version() == {"version": 2, "settled": True}
+    assert graph.calls[-1] == ("read_version", 0)  # one shard answers

@@ -1,6 +1,6 @@
 """MilvusStore on a real Milvus server (the 2.3 standalone binary, tests/milvus_standalone.py):
-HNSW collections, each stored vector found first, get/delete, and a second client (as a second
-process would open) seeing the same rows."""
+HNSW collections, each stored vector found first, get/delete, a second client (as a second
+process would open) seeing the same rows, and chunk rows seen by graph version."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 from lightrag_ray.storage.vectors import MilvusStore
 from tests.milvus_standalone import override
+from tests.test_vector_store import DIM as SMALL_DIM, check_passages_by_graph_version
 
 DIM, ROWS, PROBES, TOP_K = 384, 3000, 100, 40
 
@@ -70,6 +71,15 @@ def test_store_on_a_milvus_server(milvus_standalone):
         for client in (other, store):
             if client is not None:
                 client.close()
+
+
+def test_a_reader_of_each_graph_version_finds_its_passages_on_a_2_3_server(milvus_standalone):
+    """The version filter (storage.vectors.visible_at) as a Milvus 2.3 server evaluates it."""
+    store = MilvusStore(milvus_standalone, SMALL_DIM, prefix="versions")
+    try:
+        check_passages_by_graph_version(store, _eventually)
+    finally:
+        store.close()
 
 
 def test_a_setting_the_milvus_config_lacks_fails_instead_of_doing_nothing():

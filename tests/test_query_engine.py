@@ -70,6 +70,11 @@ def retrieve(engine: QueryEngine, question: str, **param):
     return asyncio.run(engine.retrieve(question, QueryParam(**param)))
 
 
+def graph_reads(graph) -> list[tuple[str, int]]:
+    """The graph reads a query made, without the version check every retrieval starts with."""
+    return [call for call in graph.calls if call[0] != "read_version"]
+
+
 def test_local_mode_finds_the_named_entities_and_their_passages():
     engine, graph = _engine()
     context, keywords, calls = retrieve(engine, "Who is Tiny Tim?", mode="local", ll_keywords=["Tiny Tim"], hl_keywords=[])
@@ -77,7 +82,8 @@ def test_local_mode_finds_the_named_entities_and_their_passages():
     assert context.entities[0]["name"] == "Tiny Tim"
     assert any({r["source"], r["target"]} == {"Bob Cratchit", "Tiny Tim"} for r in context.relations)
     assert "Tiny Tim is the son of Bob Cratchit" in context.chunks[0]["text"]
-    assert {c for _, c in graph.calls} <= {0, 1} and {m for m, _ in graph.calls} == {"neighborhood"}
+    assert {c for _, c in graph.calls} <= {0, 1} and {m for m, _ in graph_reads(graph)} == {"neighborhood"}
+    assert [call for call in graph.calls if call not in graph_reads(graph)] == [("read_version", 0)]  # one shard asked
 
 
 def test_global_mode_reaches_relations_and_their_endpoints():
@@ -86,13 +92,14 @@ def test_global_mode_reaches_relations_and_their_endpoints():
     pair = {context.relations[0]["source"], context.relations[0]["target"]}
     assert pair == {"Ebenezer Scrooge", "Jacob Marley"}
     assert {"Ebenezer Scrooge", "Jacob Marley"} <= {e["name"] for e in context.entities}
-    assert [m for m, _ in graph.calls] == ["fetch"] * len(graph.calls) and graph.calls
+    reads = graph_reads(graph)
+    assert [m for m, _ in reads] == ["fetch"] * len(reads) and reads
 
 
 def test_naive_uses_chunk_vectors_only_and_mix_adds_graph_passages():
     engine, graph = _engine()
     naive, _, _ = retrieve(engine, "crutch", mode="naive", chunk_top_k=1)
-    assert not graph.calls and not naive.entities
+    assert not graph_reads(graph) and not naive.entities
     assert [c["text"] for c in naive.chunks] == [PASSAGES[2]]
     mix, _, _ = retrieve(engine, "crutch", mode="mix", chunk_top_k=4, ll_keywords=["Fred"], hl_keywords=["dinner"])
     texts = [c["text"] for c in mix.chunks]
@@ -220,8 +227,8 @@ class RecordingVectors:
         self.inner = inner
         self.gets: list[tuple[str, list[str]]] = []
 
-    async def search(self, kind, vectors, top_k, output_fields):
-        return await self.inner.search(kind, vectors, top_k, output_fields)
+    async def search(self, kind, vectors, top_k, output_fields, version=None):
+        return await self.inner.search(kind, vectors, top_k, output_fields, version)
 
     async def get(self, kind, ids, output_fields):
         self.gets.append((kind, list(ids)))
@@ -263,3 +270,27 @@ def test_global_mode_fetches_only_the_end_entities_it_keeps():
     cut, _, _ = retrieve(engine, "Who is Tiny Tim?", mode="global", hl_keywords=["family"], top_k=3)
     assert [len(keys) for keys in recording.fetched] == [3]
     assert [e["key"] for e in cut.entities] == [e["key"] for e in full.entities][:3]
+
+
+def test_chunk_searches_keep_to_the_published_version_while_a_write_job_runs():
+    """A job replacing the crutch passage stores its new version (``since`` 1) and retires the old
+    one (``until`` 1): while it runs every mode's chunk search finds the old passage only, once
+    it is published the new one only; with no job and nothing retired left, no filter at all."""
+    engine, graph = _engine()
+    [old] = [row for row in engine.vectors.rows["chunks"].values() if "crutch" in row["text"]]
+    new = {**old, "id": "chunk-new", "doc_id": "doc-new", "text": old["text"].replace("crutch", "crutch and a cane"),
+           "since": 1}
+    engine.vectors.upsert("chunks", [new, {**old, "until": 1}])
+
+    def found(mode: str) -> set[str]:
+        context, _, _ = retrieve(engine, "crutch", mode=mode, ll_keywords=["Tiny Tim"], hl_keywords=["son"])
+        return {chunk["text"] for chunk in context.chunks} & {old["text"], new["text"]}
+
+    graph.begin()
+    assert {mode: found(mode) for mode in ("naive", "mix", "walk")} == dict.fromkeys(("naive", "mix", "walk"), {old["text"]})
+    for shard in graph.shards:
+        shard.mark_saved(1)
+    graph.publish()
+    assert found("naive") == {new["text"]}  # (the graph passages of mix and walk are the fake graph's: unchanged)
+    graph.settle()  # as after the writer deleted the retired rows: searches are no longer filtered
+    assert found("naive") == {old["text"], new["text"]}

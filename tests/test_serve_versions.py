@@ -7,10 +7,13 @@ second job also reuses the first one's embedding worker (issue 12: warm inserts)
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 
 from lightrag_ray.storage.graph.actor import shard_actor_name
@@ -100,3 +103,72 @@ def test_readers_see_the_last_finished_job_while_an_insert_merges(app, llm, ray_
     assert {"Fezziwig", "Fred Holywell"} <= {node["id"] for node in after["graph"]["nodes"]}
     names = {name for r in after["query"]["relationships"] for name in (r["src_id"], r["tgt_id"])}
     assert "Fezziwig" in names and names > {n for r in before["query"]["relationships"] for n in (r["src_id"], r["tgt_id"])}
+
+
+# ---- a sync while readers query (issue 42) --------------------------------------------------
+GUILD_OLD = "Zorvath Quillane founded the Amberlight Guild in Port Esmer in 1742."
+GUILD_NEW = "Zorvath Quillane founded the Emberfall Company in Nettlewick in 1799."
+FLEET = "Mirelle Dovanic commanded the Sable Fleet from Thornmoor."
+SYNC_MODES = ("naive", "local", "global", "hybrid", "mix", "walk")
+
+
+def mode_views(client: httpx.Client) -> dict[str, Any]:
+    """Per mode, what /query/data returns about the founder and about the fleet (keywords given:
+    no LLM call, so the held LLM blocks only the job)."""
+    views = {}
+    for mode in SYNC_MODES:
+        for topic, names, themes in (("guild", ["Zorvath Quillane"], ["founding a guild"]),
+                                     ("fleet", ["Mirelle Dovanic"], ["commanding a fleet"])):
+            response = client.post("/query/data", json={"query": f"What did {names[0]} do?", "mode": mode,
+                                                        "ll_keywords": names, "hl_keywords": themes})
+            assert response.status_code == 200, response.text
+            views[f"{mode}/{topic}"] = response.json()["data"]
+    return views
+
+
+def stored_chunk_texts(settings) -> list[str]:
+    """Every chunk row's text in the workspace's Milvus Lite file, unfiltered (through its owner)."""
+    from ray import serve
+
+    dim = json.loads((Path(settings.workspace) / "manifest.json").read_text())["embedding_dim"]
+    owner = serve.get_deployment_handle("WorkspaceDeployment", app_name="lightrag")
+    hits = owner.search.remote("", "chunks", np.ones((1, dim), dtype=np.float32), 1000, ["text"], None).result()
+    return [hit["text"] for hit in hits[0]]
+
+
+def test_readers_see_each_documents_old_or_new_version_while_a_sync_runs(app, llm):
+    """A sync through the Serve app (POST /documents/scan with prune) replaces a file and removes
+    another. While its LLM calls are held, with the new version's passages already in Milvus,
+    every mode answers exactly as before the sync; once it is done, only from the new version."""
+    client, settings = app
+    inputs = Path(settings.workspace) / "inputs"
+    inputs.mkdir(parents=True, exist_ok=True)
+    (inputs / "guild.txt").write_text(GUILD_OLD)
+    (inputs / "fleet.txt").write_text(FLEET)
+    first = client.post("/documents/scan", json={"prune": True}).json()
+    assert wait_for(client, first["track_id"])["job_status"] == "processed"
+    before = mode_views(client)
+    for mode in SYNC_MODES:
+        assert "Amberlight" in str(before[f"{mode}/guild"]), mode
+        assert "Sable Fleet" in str(before[f"{mode}/fleet"]), mode
+
+    (inputs / "guild.txt").write_text(GUILD_NEW)
+    (inputs / "fleet.txt").unlink()
+    with llm.held():
+        sync = client.post("/documents/scan", json={"prune": True}).json()
+        assert "1 replaced" in sync["message"] and "1 removed" in sync["message"], sync
+        deadline = time.monotonic() + 120
+        while not any("Emberfall" in text for text in stored_chunk_texts(settings)):  # the new passage is stored
+            assert time.monotonic() < deadline, "the sync stored no chunk vector of the new version"
+            time.sleep(0.2)
+        assert any("Emberfall" in str(messages) for _, messages in llm.requests)  # extraction waits on the LLM
+        during = mode_views(client)
+        assert client.get(f"/documents/track_status/{sync['track_id']}").json()["job_status"] == "processing"
+    assert during == before  # neither the new passage nor a missing old one, in any mode
+    assert wait_for(client, sync["track_id"])["job_status"] == "processed"
+    after = mode_views(client)
+    for mode in SYNC_MODES:
+        guild, fleet = str(after[f"{mode}/guild"]), str(after[f"{mode}/fleet"])
+        assert "Emberfall" in guild and "Amberlight" not in guild, (mode, guild)
+        assert "Sable Fleet" not in fleet and "Thornmoor" not in fleet, (mode, fleet)
+    assert not any("Amberlight" in text or "Sable Fleet" in text for text in stored_chunk_texts(settings))

@@ -1,12 +1,13 @@
 """A write-only Milvus Lite store (the indexing run's owner actor) upserts and deletes without
-loading the vector indexes, and a later reader searches what it wrote (real Milvus Lite)."""
+loading the vector indexes, and a later reader searches what it wrote; chunk rows seen by graph
+version (real Milvus Lite)."""
 
 from __future__ import annotations
 
 import numpy as np
 from pymilvus.client.types import LoadState
 
-from lightrag_ray.storage.vectors import MilvusStore
+from lightrag_ray.storage.vectors import MilvusStore, chunk_vector_item, retire_vectors, vector_rows, visible_at
 
 DIM = 8
 
@@ -42,3 +43,36 @@ def test_write_only_store_leaves_indexes_unloaded_and_a_reader_finds_its_writes(
         assert reader.search("entities", [new["vector"]], 1)[0][0]["id"] == "ent-65"
     finally:
         reader.close()
+
+
+def check_passages_by_graph_version(store: MilvusStore, wait=lambda check: None) -> None:
+    """Chunk rows stamped with the graph version that publishes them (``since``) and retired at
+    the one that removes them (``until``): a reader of each version finds exactly its passages
+    (``visible_at``), rows without the fields at every version. ``wait(check)``: until a server
+    shows the writes."""
+    def chunk(i: int, since: int | None) -> dict:
+        item = chunk_vector_item({"chunk_id": f"c{i}", "doc_id": f"d{i}", "file_path": "f.txt", "order": 0,
+                                  "text": f"passage {i}"}, since)
+        return vector_rows([item], [np.eye(DIM, dtype=np.float32)[0] + 0.01 * i])["chunks"][0]
+
+    store.upsert("chunks", [chunk(0, None), chunk(1, 2), chunk(2, 3), chunk(3, None)])  # c2: the new version
+    wait(lambda: len(store.get("chunks", ["c0", "c1"], ["id"])) == 2)  # rows a job retires are of earlier ones
+    assert retire_vectors(store, "chunks", ["c0", "c1", "missing"], 3) == 2  # c0, c1: the old one
+
+    def seen(version: int | None) -> set[str]:
+        where = "" if version is None else visible_at(version)
+        return {hit["id"] for hit in store.search("chunks", np.eye(DIM)[:1], 10, where, ["id"])[0]}
+
+    wait(lambda: seen(None) == {"c0", "c1", "c2", "c3"} and seen(3) == {"c2", "c3"})
+    assert seen(2) == {"c0", "c1", "c3"} and seen(3) == {"c2", "c3"} and seen(4) == {"c2", "c3"}
+    assert seen(1) == {"c0", "c3"}  # c1 was published at 2
+    [kept] = store.get("chunks", ["c0"], ["*", "vector"])
+    assert kept["until"] == 3 and kept["text"] == "passage 0" and len(kept["vector"]) == DIM  # retired whole
+
+
+def test_a_reader_of_each_graph_version_finds_its_passages_in_milvus_lite(tmp_path):
+    store = MilvusStore(str(tmp_path / "milvus.db"), DIM)
+    try:
+        check_passages_by_graph_version(store)
+    finally:
+        store.close()

@@ -33,7 +33,7 @@ from lightrag_ray.config import Settings
 from lightrag_ray.index.batch_llm import ProcessorRuns
 from lightrag_ray.index.stages.chunk import ChunkDocuments
 from lightrag_ray.index.stages.commit import finish_documents
-from lightrag_ray.index.stages.embed import EmbedChunks
+from lightrag_ray.index.stages.embed import ChunkStamp, EmbedChunks
 from lightrag_ray.index.stages.extract import extraction_stage
 from lightrag_ray.index.stages.merge import MergeIntoShards
 from lightrag_ray.index.stages.read import ReadFiles, path_batches
@@ -42,7 +42,6 @@ from lightrag_ray.ray_runtime import actor_pool
 from lightrag_ray.storage.extraction_cache import CacheIndex, extraction_fingerprint
 from lightrag_ray.storage.run_files import RunFiles
 from lightrag_ray.storage.vector_owner import VectorSink
-from lightrag_ray.storage.vectors import chunk_vector_item
 
 Row = dict[str, Any]
 FILES_PER_BATCH = 16  # files read and chunked together in this process
@@ -81,6 +80,7 @@ class RunParts:
     cache_parts: list[str] = field(default_factory=list)  # the extraction cache's parts at the run's start
     display_kind: str = "text"  # the source kind of display-named files (index.stages.read.ReadFiles)
     relative_to: str | None = None  # a folder whose files are named by their path inside it (a scan)
+    stamp: ChunkStamp = ChunkStamp()  # the graph version the run's chunk vectors are seen from
 
     def reader(self) -> ReadFiles:
         """The read stage of this run."""
@@ -172,7 +172,7 @@ class ChunkVectors:
     def submit(self, chunks: list[Row]) -> None:
         size = self.parts.embed_batch
         for start in range(0, len(chunks), size):
-            items = [chunk_vector_item(row) for row in chunks[start : start + size]]
+            items = [self.parts.stamp.item(row) for row in chunks[start : start + size]]
             self.refs.append(next(self.turn).embed_and_store.remote(items, self.parts.sink))
             while len(self.refs) > self.limit:
                 self._collect(1)
@@ -233,7 +233,7 @@ class RayDataPools:
         parts = self.parts
         ds = _dataset_of([{"path": path} for path in paths])
         ds = ds.map_batches(batch_task(ReadParts(parts.run)), batch_format="pandas", **parts.task_args)
-        embed = EmbedChunksThrough(parts.embed_workers, parts.sink, parts.embed_batch)
+        embed = EmbedChunksThrough(parts.embed_workers, parts.sink, parts.embed_batch, parts.stamp)
         return ds.map_batches(batch_task(embed), batch_format="pandas", **parts.task_args)
 
     def chunk(self, files: list[Row]) -> Iterator[Row]:

@@ -29,15 +29,15 @@ from lightrag_ray.index.stages.read import ReadFiles
 from lightrag_ray.index.sync import SourceSync
 from lightrag_ray.index.stages.aliases import link_aliases, link_aliases_across
 from lightrag_ray.index.stages.commit import commit_graph, finish_documents
-from lightrag_ray.index.stages.embed import embed_graph_changes
+from lightrag_ray.index.stages.embed import ChunkStamp, embed_graph_changes
 from lightrag_ray.models.llm_processor import require_vllm
 from lightrag_ray.ray_runtime import ensure_ray, niceness_options
 from lightrag_ray.storage import extraction_cache, sources
 from lightrag_ray.storage import manifest as manifests
-from lightrag_ray.storage.graph.writer import GraphRouter
+from lightrag_ray.storage.graph.writer import GraphRouter, WriteJob
 from lightrag_ray.storage.run_files import RunFiles, new_run_id, remove_stale_runs, stale_chunk_parts
 from lightrag_ray.storage.vector_owner import VectorSink, open_vector_sink
-from lightrag_ray.storage.vectors import VectorWriter, is_server_uri
+from lightrag_ray.storage.vectors import VectorWriter, delete_graph_vectors, is_server_uri, retire_vectors
 from lightrag_ray.storage.workspace import Workspace
 
 CANCELLED = "cancelled on request"
@@ -197,14 +197,17 @@ class IndexRun:
             parts.shards = router.handles
             parts.embed_workers, parts.embed_batch = pool.workers, pool.batch_size
             parts.sink, sink_writer = self._vector_sink(pool)
+            version = self.manifest.graph_version + 1  # what this run commits
+            parts.stamp = ChunkStamp(version, frozenset(sync.moved_docs))
             # A caller's router (the Serve app's) has readers: they see the graph of the last
             # finished run, published once it is committed (before its documents count as
-            # processed), and a run that fails or is cancelled is undone (its extractions stay
-            # cached, so running it again costs no LLM call). A run's own shards have no
-            # readers until it ends.
-            with router.job() if router is self.router else contextlib.nullcontext():
+            # processed), and the chunk vectors of that version (ChunkStamp; old versions' rows
+            # are retired at this one and deleted once it is published); a run that fails or is
+            # cancelled is undone (its extractions stay cached, so running it again costs no LLM
+            # call). A run's own shards have no readers until it ends.
+            with router.job() if router is self.router else contextlib.nullcontext() as job:
                 try:
-                    self._remove_old(router, parts, sync)
+                    self._remove_old(router, parts, sync, job is None)
                     self._extract(executor)
                     self._summarise(executor)
                     self._check_stop()
@@ -212,17 +215,16 @@ class IndexRun:
                     self._finish(parts.run, cancelled=CANCELLED)
                     raise
                 self.report.llm_tokens = executor.tokens
-                self._embed_graph(parts)
+                self._embed_graph(parts, job)
                 self._link_aliases(router)
                 if sink_writer is not None:  # the run's own Lite owner flushes its rows before the commit
                     self._finish_vectors(sink_writer)
                     sink_writer = None
                 else:  # the caller's store stays open, and its lookups go on: the run's rows are flushed
                     parts.sink.flush()
+                if job is not None:
+                    self._retire_old(parts.sink, sync, version, job)
                 self._commit(router)
-            if self.vectors is not None:  # the caller's store has readers: old passages leave once the job is published
-                self._delete_chunk_vectors(parts.sink, sync)
-                parts.sink.flush()
             self._finish(parts.run)
         finally:
             pool.close()  # a caller's pool stays up: this run holds a lease of it
@@ -263,31 +265,34 @@ class IndexRun:
         changed = [f"{summary[k]} {k}" for k in ("replaced", "moved", "removed") if summary[k]]
         if changed:
             self.say(f"sync: {', '.join(changed)} ({summary['documents_removed']} documents leave the workspace, "
-                     f"{sync.repointed} re-pointed)")
+                     f"{len(sync.moved_docs)} re-pointed)")
 
-    def _remove_old(self, router: GraphRouter, parts: executors.RunParts, sync: SourceSync) -> None:
+    def _remove_old(self, router: GraphRouter, parts: executors.RunParts, sync: SourceSync, unread: bool) -> None:
         """The replaced, moved and removed documents' chunks out of the shards, in the write job
-        that merges the new versions (committed and published together), and out of Milvus: here
-        for the run's own store, once the job is published for a caller's (the Serve app's
-        readers keep finding the old passages until then)."""
+        that merges the new versions (committed and published together), and, for a store with
+        no readers (``unread``), their chunk vectors out of Milvus (``_retire_old`` for one with)."""
         if not sync.removes:
             return
         router.remove_chunks(sync.graph_chunks)
-        if self.vectors is None:  # the run's own store, no readers: before the new versions' vectors
-            self._delete_chunk_vectors(parts.sink, sync)
+        if unread:  # before the new versions' vectors
+            with parts.sink.writing() as writer:
+                writer.delete("chunks", sync.vector_chunks)
         self._timed("remove old versions")
 
-    @staticmethod
-    def _delete_chunk_vectors(sink: VectorSink, sync: SourceSync) -> None:
-        """The removed documents' chunk vectors out of Milvus."""
+    def _retire_old(self, sink: VectorSink, sync: SourceSync, version: int, job: WriteJob) -> None:
+        """The removed documents' chunk vectors, for a store with readers: retired at ``version``
+        (its readers no longer see them, older ones still do), deleted once it is published."""
         if not sync.vector_chunks:
             return
-        writer = sink.open()
-        try:
-            writer.delete("chunks", sync.vector_chunks)
-        finally:
-            if sink.owner is None:
-                writer.close()
+        with sink.writing() as writer:
+            retire_vectors(writer, "chunks", sync.vector_chunks, version)
+
+        def delete() -> None:
+            with sink.writing() as writer:
+                writer.delete("chunks", sync.vector_chunks)
+            sink.flush()
+
+        job.after_publish(delete)
 
     def _finish_sync(self, sync: SourceSync) -> None:
         sync.finish()
@@ -337,13 +342,22 @@ class IndexRun:
             self.say(f"{counts['summaries_failed']} summaries failed; their descriptions stay unsummarised")
         self._timed("summarise")
 
-    def _embed_graph(self, parts: executors.RunParts) -> None:
-        """The changed entities and relations embedded and stored, removed ones deleted."""
+    def _embed_graph(self, parts: executors.RunParts, job: WriteJob | None) -> None:
+        """The changed entities and relations embedded and stored, removed ones deleted (once
+        the ``job`` is published: its readers may still find them until then)."""
         total = parts.shards.change_count()
         progress = StageProgress(self.say, "embedding entities and relations", total, "texts")
         counts = embed_graph_changes(parts.shards, parts.embed_workers, parts.sink, parts.embed_batch,
-                                     self.task_args, progress.advance)
-        self.report.vectors_upserted += counts["vectors"]
+                                     self.task_args, progress.advance, delete=job is None)
+        self.report.vectors_upserted += counts.vectors
+        if job is not None and counts.removed:
+            sink = parts.sink
+
+            def delete() -> None:
+                with sink.writing() as writer:
+                    delete_graph_vectors(writer, counts.removed)
+
+            job.after_publish(delete)
         self._timed("embed graph")
 
     def _link_aliases(self, router: GraphRouter) -> None:

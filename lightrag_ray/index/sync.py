@@ -8,7 +8,8 @@
    path (a move), whose chunk rows go through the run again with their new path (their texts
    are cached, so no LLM call).
 3. The run removes ``graph_chunks`` from the shards and ``vector_chunks`` from Milvus inside the
-   same write job that merges the new versions, and commits them together.
+   same write job that merges the new versions, and commits them together (with readers, the
+   vectors are retired at the new version and deleted once it is published: index.pipeline).
 4. ``finish()``, after the commit: the old chunk rows out of the parts that hold them, the
    removed documents out of the status table, the new sources table, the last sync's summary.
 
@@ -56,7 +57,7 @@ class SourceSync:
         self.dropped: list[Row] = []  # stored chunk rows (id, part) that leave the chunks table
         self.graph_chunks: list[str] = []  # chunk ids whose mentions leave the graph before the merge
         self.vector_chunks: list[str] = []  # chunk ids whose vectors leave Milvus
-        self.repointed = 0  # documents moved to another file path
+        self.moved_docs: set[str] = set()  # documents re-pointed to another file path
 
     @property
     def files(self) -> list[Row]:
@@ -101,7 +102,7 @@ class SourceSync:
             run.append("chunks", rows[start : start + PART_ROWS])
         run.append("documents", [{**{k: self.docs[doc].get(k) for k in DOCUMENTS_SCHEMA.names}, "file_path": path,
                                   "error": ""} for doc, path in moved.items()], DOCUMENTS_SCHEMA)
-        self.repointed = len(moved)
+        self.moved_docs = set(moved)
         return len(rows)
 
     def finish(self) -> None:

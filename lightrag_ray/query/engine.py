@@ -116,10 +116,18 @@ class QueryEngine:
         return Keywords(found.high or [question], found.low or [question], answer), 1
 
     # ---- retrieval ------------------------------------------------------------------
-    async def _search(self, kind: str, vector: Any, top_k: int, fields: list[str] | None = None) -> list[dict[str, Any]]:
+    async def _search(self, kind: str, vector: Any, top_k: int, fields: list[str] | None = None,
+                      version: int | None = None) -> list[dict[str, Any]]:
         fields = fields or SEARCH_FIELDS[kind]
-        hits = await self.vectors.search(kind, np.asarray([vector], dtype=np.float32), top_k, fields)
+        hits = await self.vectors.search(kind, np.asarray([vector], dtype=np.float32), top_k, fields, version)
         return hits[0]
+
+    async def _passage_version(self) -> int | None:
+        """The graph version whose passages a chunk search may return, None when every stored
+        passage is of the published graph (no write job open or leaving old rows behind): a
+        reader sees each document's old version or its new one, never both."""
+        found = await self.graph.read_version()
+        return None if found["settled"] else found["version"]
 
     async def _graph_items(self, mode: str, ll_vector: Any, hl_vector: Any, top_k: int) -> tuple[list, list]:
         want_local, want_global = mode in ("local", "hybrid", "mix"), mode in ("global", "hybrid", "mix")
@@ -182,21 +190,22 @@ class QueryEngine:
         """The context for ``question`` (no generation), its keywords and LLM calls made."""
         if param.mode == "bypass":
             return QueryContext(), Keywords(), 0
-        keywords, calls, vectors = await self.search_vectors(question, param)
+        (keywords, calls, vectors), version = await asyncio.gather(self.search_vectors(question, param),
+                                                                   self._passage_version())
         if param.mode == "walk":  # the most visited entities and the passages, read side by side
             walked = await walk_ranking(self.vectors, self.graph, vectors.question, keywords.low, vectors.names,
-                                        param.chunk_top_k, self.walk_weights)
+                                        param.chunk_top_k, self.walk_weights, version)
             (entities, relations), chunks = await asyncio.gather(
                 self._entities_with_relations(walked.entity_keys[: param.top_k], param.top_k),
                 self._chunks(walked.chunk_ids[: param.chunk_top_k], []))
         elif param.mode == "naive":
             entities, relations = [], []
-            vector_hits = await self._search("chunks", vectors.question, param.chunk_top_k)
+            vector_hits = await self._search("chunks", vectors.question, param.chunk_top_k, version=version)
             chunks = await self._chunks([hit["id"] for hit in vector_hits], vector_hits)
         else:  # the pool's ids and scores only: the few passages kept are read by id
             (entities, relations), pool = await asyncio.gather(
                 self._graph_items(param.mode, vectors.low, vectors.high, param.top_k),
-                self._search("chunks", vectors.question, max(param.chunk_top_k, SIMILARITY_POOL), ["id"]))
+                self._search("chunks", vectors.question, max(param.chunk_top_k, SIMILARITY_POOL), ["id"], version))
             chunks = await self._chunks(self._graph_chunk_ids(param, entities, relations, pool)[: param.chunk_top_k], [])
         reserved = self._reserved_tokens(question, param)
         budgets = Budgets(param.max_entity_tokens, param.max_relation_tokens, param.max_total_tokens)

@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from lightrag_ray.storage.vectors import visible_at
+
 Rows = list[dict[str, Any]]
 
 
@@ -27,8 +29,10 @@ class VectorIndex(Protocol):
     """Nearest-neighbour search and lookup by id in the three collections
     (``entities``, ``relations``, ``chunks``)."""
 
-    async def search(self, kind: str, vectors: np.ndarray, top_k: int, output_fields: list[str]) -> list[Rows]:
-        """For each query vector, hits (``id``, ``score`` and the fields asked), best first."""
+    async def search(self, kind: str, vectors: np.ndarray, top_k: int, output_fields: list[str],
+                     version: int | None = None) -> list[Rows]:
+        """For each query vector, hits (``id``, ``score`` and the fields asked), best first;
+        ``version``: only rows a reader of that graph version sees (storage.vectors.visible_at)."""
         ...
 
     async def get(self, kind: str, ids: list[str], output_fields: list[str]) -> Rows:
@@ -58,8 +62,10 @@ class ThreadedVectorIndex:
     def __init__(self, store: Any) -> None:
         self.store = store
 
-    async def search(self, kind: str, vectors: np.ndarray, top_k: int, output_fields: list[str]) -> list[Rows]:
-        return await asyncio.to_thread(self.store.search, kind, vectors, top_k, "", output_fields)
+    async def search(self, kind: str, vectors: np.ndarray, top_k: int, output_fields: list[str],
+                     version: int | None = None) -> list[Rows]:
+        where = "" if version is None else visible_at(version)
+        return await asyncio.to_thread(self.store.search, kind, vectors, top_k, where, output_fields)
 
     async def get(self, kind: str, ids: list[str], output_fields: list[str]) -> Rows:
         return await asyncio.to_thread(self.store.get, kind, ids, output_fields)

@@ -122,12 +122,14 @@ def passage_seeds(hits: list[dict[str, Any]], weights: WalkWeights) -> dict[str,
 
 
 async def walk_ranking(vectors: VectorIndex, graph: GraphLookup, question_vector: Any, names: list[str],
-                       name_vectors: np.ndarray, top_k: int, weights: WalkWeights = WalkWeights()) -> WalkRanking:
+                       name_vectors: np.ndarray, top_k: int, weights: WalkWeights = WalkWeights(),
+                       version: int | None = None) -> WalkRanking:
     """The ``top_k`` passage ids for a question (its vector, the entity names in it and their
-    vectors), best first, and the entities the walk visited, most visited first."""
+    vectors), best first, and the entities the walk visited, most visited first; ``version``:
+    the passages searched are those a reader of that graph version sees."""
     question = np.asarray([question_vector], dtype=np.float32)
     dense, candidates, ends = await asyncio.gather(
-        vectors.search("chunks", question, max(top_k, weights.seed_passages, weights.dense_pool), ["id"]),
+        vectors.search("chunks", question, max(top_k, weights.seed_passages, weights.dense_pool), ["id"], version),
         name_candidates(vectors, names, name_vectors), relation_ends(vectors, question, weights))
     hits = dense[0]
     seeds = [h["id"] for h in hits[:weights.seed_passages]]

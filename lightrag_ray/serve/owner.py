@@ -82,8 +82,9 @@ class HandleVectorIndex:
         self.handle = handle
         self.name = name
 
-    async def search(self, kind: str, vectors: Any, top_k: int, output_fields: list[str]) -> list[list[dict[str, Any]]]:
-        return await self.handle.search.remote(self.name, kind, vectors, top_k, output_fields)
+    async def search(self, kind: str, vectors: Any, top_k: int, output_fields: list[str],
+                     version: int | None = None) -> list[list[dict[str, Any]]]:
+        return await self.handle.search.remote(self.name, kind, vectors, top_k, output_fields, version)
 
     async def get(self, kind: str, ids: list[str], output_fields: list[str]) -> list[dict[str, Any]]:
         return await self.handle.get.remote(self.name, kind, ids, output_fields)
@@ -262,10 +263,11 @@ class WorkspaceDeployment:
             return Refused(exc)
         return {"name": hosted.name, "epoch": hosted.epoch, "settings": hosted.service.settings.model_dump()}
 
-    async def search(self, name: str, kind: str, vectors: Any, top_k: int, output_fields: list[str]):
+    async def search(self, name: str, kind: str, vectors: Any, top_k: int, output_fields: list[str],
+                     version: int | None = None):
         """Vector search in a workspace's Milvus (Lite) store, which this replica owns."""
         hosted = await self._hosted(name)
-        return await ThreadedVectorIndex(hosted.service.vectors).search(kind, vectors, top_k, output_fields)
+        return await ThreadedVectorIndex(hosted.service.vectors).search(kind, vectors, top_k, output_fields, version)
 
     async def get(self, name: str, kind: str, ids: list[str], output_fields: list[str]):
         """Stored rows by id from a workspace's Milvus (Lite) store, which this replica owns."""

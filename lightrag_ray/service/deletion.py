@@ -9,7 +9,8 @@ from lightrag_ray.index.stages.summarise import summarise_changed
 from lightrag_ray.models.embedding import Embedder
 from lightrag_ray.storage import chunk_table, doc_status, sources
 from lightrag_ray.storage.graph.writer import GraphRouter
-from lightrag_ray.storage.vectors import VectorWriter, write_graph_changes
+from lightrag_ray.storage import manifest as manifests
+from lightrag_ray.storage.vectors import VectorWriter, delete_graph_vectors, retire_vectors, write_graph_changes
 from lightrag_ray.storage.workspace import Workspace
 
 
@@ -29,15 +30,17 @@ def delete_documents(
     wanted = set(doc_ids) - set(missing)
     stored = chunk_table.chunks_of(workspace, wanted, ["chunk_id", "doc_id"])
     doomed = sorted({row["chunk_id"] for row in stored})
-    with router.job():  # readers see the graph without these documents once all of it is done
+    with router.job() as job:  # readers see the graph without these documents once all of it is done
         router.remove_chunks(doomed)
         if settings is not None:
             summarise_changed(settings, router)
         changes = router.take_changes()
         write_graph_changes(vectors, embedder.embed, changes)
-        vectors.delete("chunks", doomed)
+        version = manifests.load(workspace).graph_version + 1
+        retire_vectors(vectors, "chunks", doomed, version)  # readers of the new version no longer see them
         vectors.flush()
         router.commit(workspace)
+        job.after_publish(lambda: _delete_vectors(vectors, doomed, changes["removed"]))
     chunk_table.drop_rows(workspace, stored)
     doc_status.remove(workspace, wanted)
     sources.forget_documents(workspace, wanted)
@@ -47,3 +50,10 @@ def delete_documents(
         "relations_removed": sum(1 for i in changes["removed"] if i.startswith("rel-")),
         "entities_updated": len(changes["entities"]), "relations_updated": len(changes["relations"]),
     }
+
+
+def _delete_vectors(vectors: VectorWriter, chunk_ids: list[str], removed_ids: list[str]) -> None:
+    """The deleted documents' chunk vectors and the removed items' vectors, once readers no longer see them."""
+    vectors.delete("chunks", chunk_ids)
+    delete_graph_vectors(vectors, removed_ids)
+    vectors.flush()

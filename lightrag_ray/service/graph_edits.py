@@ -33,7 +33,7 @@ from lightrag_ray.core.subgraph import entity_properties, relation_properties
 from lightrag_ray.index.stages.summarise import summarise_changed
 from lightrag_ray.models.embedding import Embedder
 from lightrag_ray.storage.graph.writer import GraphRouter
-from lightrag_ray.storage.vectors import VectorWriter, write_graph_changes
+from lightrag_ray.storage.vectors import VectorWriter, delete_graph_vectors, write_graph_changes
 from lightrag_ray.storage.workspace import Workspace
 
 
@@ -62,13 +62,15 @@ class GraphEditor:
     def _write(self) -> Iterator[None]:
         """One write job: the block's graph writes, then the vectors, the shards' deltas and
         the graph version follow."""
-        with self.router.job():
+        with self.router.job() as job:
             yield
             if self.settings is not None:
                 summarise_changed(self.settings, self.router)
-            write_graph_changes(self.vectors, self.embedder.embed, self.router.take_changes())
+            changes = self.router.take_changes()
+            write_graph_changes(self.vectors, self.embedder.embed, changes)
             self.vectors.flush()
             self.router.commit(self.workspace)
+            job.after_publish(lambda: delete_graph_vectors(self.vectors, changes["removed"]))
 
     def _replace(self, drop: list[str], rows: Rows) -> None:
         """Drop the entities ``drop`` with their relations and merge ``rows`` instead."""

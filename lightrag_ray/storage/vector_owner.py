@@ -7,6 +7,8 @@ it batched rows. ``VectorSink`` names either and is picklable, so it travels to 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,8 +38,8 @@ class VectorStoreActor:
     def flush(self) -> None:
         self.store.flush()
 
-    def search(self, kind: str, vectors: Any, top_k: int, output_fields: list[str]) -> list[list[dict[str, Any]]]:
-        return self.store.search(kind, vectors, top_k, "", output_fields)
+    def search(self, kind: str, vectors: Any, top_k: int, filter: str, output_fields: list[str]) -> list[list[dict[str, Any]]]:
+        return self.store.search(kind, vectors, top_k, filter, output_fields)
 
     def get(self, kind: str, ids: list[str], output_fields: list[str]) -> list[dict[str, Any]]:
         return self.store.get(kind, ids, output_fields)
@@ -69,7 +71,7 @@ class ActorVectorWriter:
 
     def search(self, kind: str, vectors: Any, top_k: int, filter: str = "",
                output_fields: list[str] | None = None) -> list[list[dict[str, Any]]]:
-        return ray.get(self.actor.search.remote(kind, vectors, top_k, output_fields or ["*"]))
+        return ray.get(self.actor.search.remote(kind, vectors, top_k, filter, output_fields or ["*"]))
 
     def get(self, kind: str, ids: list[str], output_fields: list[str] | None = None) -> list[dict[str, Any]]:
         return ray.get(self.actor.get.remote(kind, ids, output_fields or ["*"]))
@@ -101,6 +103,15 @@ class VectorSink:
         if self.owner is not None:
             return ActorVectorWriter(self.owner, owner=False)
         return MilvusStore(self.uri, self.dim, self.prefix, self.token, self.db_name, searchable=False)
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[VectorWriter]:
+        """A writer in this process for the block (``open``, closed after it)."""
+        writer = self.open()
+        try:
+            yield writer
+        finally:
+            writer.close()
 
     def flush(self) -> None:
         """Flush the rows the workers stored in a Lite file (MilvusStore.flush; a server needs none)."""

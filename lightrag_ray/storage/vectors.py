@@ -36,6 +36,7 @@ SERVER_INDEX = {"index_type": "HNSW", "metric_type": "COSINE", "params": {"M": 1
 # 384, on 2 cores: ~15-30 ms at 10k vectors, ~50-100 ms at 50k, ~175 ms at 200k; a Milvus
 # server with HNSW: ~8 ms at 200k). Past this many vectors in a collection, use a server.
 LITE_COMFORTABLE_VECTORS = 50_000
+RETIRE_BATCH = 1024  # rows read back (with their vectors) and marked at a time by retire_vectors
 
 
 class VectorWriter(Protocol):
@@ -43,6 +44,7 @@ class VectorWriter(Protocol):
 
     def upsert(self, kind: str, rows: list[dict[str, Any]]) -> int: ...
     def delete(self, kind: str, ids: list[str]) -> None: ...
+    def get(self, kind: str, ids: list[str], output_fields: list[str] | None = None) -> list[dict[str, Any]]: ...
     def flush(self) -> None: ...
     def close(self) -> None: ...
 
@@ -62,12 +64,35 @@ def graph_vector_items(changes: dict[str, list[Any]]) -> list[dict[str, Any]]:
     return entities + relations
 
 
-def chunk_vector_item(row: dict[str, Any]) -> dict[str, Any]:
-    """The text to embed (kind, id, text, meta JSON) for one chunk row."""
+def chunk_vector_item(row: dict[str, Any], since: int | None = None) -> dict[str, Any]:
+    """The text to embed (kind, id, text, meta JSON) for one chunk row; ``since``: the graph
+    version from which readers see it (None: at every version)."""
     meta = {"doc_id": row["doc_id"], "file_path": row["file_path"], "order": int(row["order"]), "text": row["text"]}
     if "text_tokens" in row:  # chunk rows written before it was counted have none
         meta["text_tokens"] = int(row["text_tokens"])
+    if since is not None:
+        meta["since"] = since
     return {"kind": "chunks", "id": row["chunk_id"], "text": row["text"], "meta": json.dumps(meta)}
+
+
+def visible_at(version: int) -> str:
+    """The Milvus filter of the rows a reader of graph ``version`` sees: written by a job
+    published by then (``since``) and not retired by one (``until``). Rows without the fields
+    (entities, relations, older chunks) are seen at every version; the ``exists`` form is the
+    one both Milvus Lite and a 2.3 server evaluate so (a missing field compares as null)."""
+    return (f"(since <= {version} or not (exists since)) and "
+            f"(until > {version} or not (exists until))")
+
+
+def retire_vectors(writer: VectorWriter, kind: str, ids: list[str], version: int) -> int:
+    """Mark the rows ``ids`` as gone from graph ``version`` on (``until``): readers of an older
+    version still find them until the writer deletes them, once ``version`` is published.
+    Returns the rows marked."""
+    marked = 0
+    for start in range(0, len(ids), RETIRE_BATCH):
+        found = writer.get(kind, ids[start : start + RETIRE_BATCH], ["*", "vector"])
+        marked += writer.upsert(kind, [{**row, "until": version} for row in found])
+    return marked
 
 
 def vector_rows(items: list[dict[str, Any]], vectors: list[Any]) -> dict[str, list[dict[str, Any]]]:
@@ -86,12 +111,12 @@ def delete_graph_vectors(writer: VectorWriter, removed_ids: list[str]) -> None:
 
 def write_graph_changes(writer: VectorWriter, embed: Callable[[list[str]], Any], changes: dict[str, list[Any]]) -> None:
     """Bring the vectors in line with a graph change feed (GraphRouter.take_changes): changed
-    entities and relations re-embedded with ``embed``, removed ones deleted."""
+    entities and relations re-embedded with ``embed``; the removed ones are the caller's to
+    delete (``delete_graph_vectors``, once its job is published: readers still find them)."""
     items = graph_vector_items(changes)
     if items:
         for kind, rows in vector_rows(items, list(embed([item["text"] for item in items]))).items():
             writer.upsert(kind, rows)
-    delete_graph_vectors(writer, changes["removed"])
 
 
 def is_server_uri(uri: str) -> bool:

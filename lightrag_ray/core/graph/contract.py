@@ -124,6 +124,10 @@ declare(
     Operation("labels", READ, merge=routing.sorted_union, doc="() -> display names of all entities, sorted"),
     Operation("export", READ, merge=routing.merge_export,
               doc="() -> {entities, relations}: the whole graph, sorted by id"),
+    Operation("read_version", READ, routing.first_shard, routing.only_answer,
+              doc="() -> {version, settled}: the published graph version, and whether every chunk vector "
+                  "is of it (else readers search those visible at it; one shard answers, a publish reaches "
+                  "all shards in one round)"),
     # ---- the writer's reads of the live graph --------------------------------------------
     Operation("counts", LIVE, merge=routing.total, doc="() -> {entities, relations} in the whole graph"),
     Operation("mention_rows", LIVE, routing.plan_owned, routing.merge_mention_rows,
@@ -156,6 +160,7 @@ declare(
     Operation("relink_all", WRITE, doc="() -> None: every entity counts as new for the next alias pass"),
     Operation("set_aliases", WRITE, routing.plan_aliases, routing.total,
               doc="(verdicts) -> link ends changed: link (reason) or unlink (None) pairs of entity keys"),
+    Operation("settle", WRITE, doc="() -> None: the vectors are of the published version (its old rows deleted)"),
     Operation("begin", WRITE, doc="() -> None: open a write job; readers keep the published graph"),
     Operation("rollback", WRITE, doc="() -> None: undo the open write job"),
 )

@@ -123,6 +123,17 @@ def every_shard(num_shards: int, *args: Any) -> dict[int, tuple[Any, ...]]:
     return {shard: args for shard in range(num_shards)}
 
 
+def first_shard(num_shards: int, *args: Any) -> dict[int, tuple[Any, ...]]:
+    """Shard 0 alone (an answer every shard knows alike)."""
+    return {0: args}
+
+
+def only_answer(results: dict[int, Any], *args: Any) -> Any:
+    """The one shard's answer."""
+    [answer] = results.values()
+    return answer
+
+
 def every_shard_if_any(num_shards: int, *args: Any) -> dict[int, tuple[Any, ...]]:
     """The same arguments to every shard, or no call when the first argument is empty."""
     return every_shard(num_shards, *args) if args[0] else {}

@@ -87,6 +87,9 @@ class ShardGraph:
         self.unsaved_bases: set[str] = set()
         self.aliases = ShardAliases()
         self.folds = 0  # how often the recent writes were folded into new tables
+        # Graph versions (the manifest's): of the live graph's last commit, of what readers see,
+        # and the last one whose vectors readers may search unfiltered (``read_version``).
+        self.committed_version = self.published_version = self.settled_version = 0
         self._open(BaseTables.empty(shard, num_shards))
 
     def _open(self, tables: BaseTables) -> None:
@@ -113,6 +116,7 @@ class ShardGraph:
         self._state.layers = self.published.state.layers  # the shared list: [..., the layer that took the job's]
         self._state.invalidate()
         self.published, self._job = self.live, None
+        self.published_version = self.committed_version
         self._fold_if_grown()
 
     def rollback(self) -> None:
@@ -123,6 +127,7 @@ class ShardGraph:
         if job is None:
             return
         self._job = None
+        self.settled_version = -1  # vectors it stored may stay: readers filter until a job settles
         job_layer = self._state.layers[-1]
         for digest in job.new_summaries:
             del self.summaries[digest]
@@ -470,11 +475,30 @@ class ShardGraph:
         entities, relations = self._state.folded_tables()
         return GraphRows(entities, relations, dict(self.summaries), dict(self.summary_bases), self.aliases.all_columns())
 
-    def mark_saved(self) -> None:
-        """Start a new change set: what was changed so far is stored."""
+    def mark_saved(self, version: int | None = None) -> None:
+        """Start a new change set: what was changed so far is stored (as graph ``version``;
+        outside a write job readers see it at once, and it has no readers to settle)."""
         self.unsaved_nodes, self.unsaved_edges = {}, {}
         self.unsaved_summaries, self.unsaved_bases = set(), set()
         self.aliases.unsaved = set()
+        if version is not None:
+            self.committed_version = version
+            if self._job is None:
+                self.published_version = self.settled_version = version
+
+    def read_version(self) -> dict[str, Any]:
+        """What readers see: the published graph ``version``, and whether the vector store holds
+        only rows of it (``settled``); otherwise a reader keeps to the chunk vectors visible at
+        ``version`` (storage.vectors.visible_at): a write job is open, or its old rows are not
+        deleted yet."""
+        settled = self._job is None and self.settled_version == self.published_version
+        return {"version": self.published_version, "settled": settled}
+
+    def settle(self) -> None:
+        """The vector store holds only rows of the published version (the writer deleted the
+        rows it retired, after publishing)."""
+        if self._job is None:
+            self.settled_version = self.published_version
 
     def load_rows(self, rows: GraphRows) -> None:
         """Fill an empty shard from a full set of rows (a snapshot); nothing counts as changed

@@ -5,13 +5,17 @@ Milvus Lite file), so no vector passes through the driver.
 - ``EmbedChunks`` (a batch stage, before extraction): the chunks' texts.
 - ``embed_graph_changes`` (after the merge and the summaries): each shard's change feed, a page
   at a time by a task per shard; changed entities and relations are embedded and stored,
-  removed ones deleted.
+  removed ones deleted (or returned, for a write job with readers to delete once published).
+
+Chunk vectors are stamped with the graph version that publishes them (``ChunkStamp``), so that
+readers of the version before find only the passages of theirs (storage.vectors.visible_at).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import ray
@@ -35,51 +39,72 @@ def store_items(workers: list[Any], sink: VectorSink, items: list[Row], batch_si
     return sum(ray.get(refs))
 
 
+@dataclass(frozen=True)
+class ChunkStamp:
+    """The graph version from which readers see a run's chunk vectors (``since``; None: at every
+    version), but for the chunks of documents moved to another path (``moved_docs``): their text
+    is the one readers already see, so they stay visible while their path changes."""
+
+    since: int | None = None
+    moved_docs: frozenset[str] = frozenset()
+
+    def item(self, row: Row) -> Row:
+        """The vector item (storage.vectors.chunk_vector_item) of one chunk row."""
+        return chunk_vector_item(row, None if row["doc_id"] in self.moved_docs else self.since)
+
+
 class EmbedChunks:
     """Chunk rows -> [count row] (``vectors``), once the chunks' vectors are stored by the
     embedding actors."""
 
-    def __init__(self, workers: list[Any], sink: VectorSink, batch_size: int) -> None:
-        self.workers, self.sink, self.batch_size = workers, sink, batch_size
+    def __init__(self, workers: list[Any], sink: VectorSink, batch_size: int, stamp: ChunkStamp = ChunkStamp()) -> None:
+        self.workers, self.sink, self.batch_size, self.stamp = workers, sink, batch_size, stamp
 
     def __call__(self, chunks: list[Row]) -> list[Row]:
-        return [{"vectors": store_items(self.workers, self.sink, [chunk_vector_item(c) for c in chunks],
+        return [{"vectors": store_items(self.workers, self.sink, [self.stamp.item(c) for c in chunks],
                                         self.batch_size)}]
 
 
 @ray.remote
 def _embed_shard_page(shards: ShardHandles, shard: int, workers: list[Any], sink: VectorSink,
-                      batch_size: int) -> tuple[int, int]:
+                      batch_size: int, delete: bool) -> tuple[int, list[str]]:
     """One page of one shard's change feed embedded and stored, its removed items' vectors
-    deleted; returns (items stored, items removed), (0, 0) once the feed is empty."""
+    deleted (``delete``) or not; returns (items stored, ids removed), (0, []) once the feed is empty."""
     changes = shards.on_shard(shard, operation("take_changes"), CHANGES_PAGE)
     stored = store_items(workers, sink, graph_vector_items(changes), batch_size)
-    if changes["removed"]:
-        writer = sink.open()
-        try:
+    if changes["removed"] and delete:
+        with sink.writing() as writer:
             delete_graph_vectors(writer, changes["removed"])
-        finally:
-            writer.close()
-    return stored, len(changes["removed"])
+    return stored, changes["removed"]
+
+
+@dataclass
+class GraphVectorCounts:
+    """What ``embed_graph_changes`` did: vectors stored, and the removed items' ids."""
+
+    vectors: int = 0
+    removed: list[str] = field(default_factory=list)
 
 
 def embed_graph_changes(shards: ShardHandles, workers: list[Any], sink: VectorSink, batch_size: int,
-                        task_options: dict[str, Any], progress: Callable[[int], None]) -> dict[str, int]:
-    """Every shard's changed entities and relations embedded and stored, removed ones deleted:
-    one task per shard at a time, page after page until its feed is empty (``progress`` hears
-    of every page's items); returns the counts (``vectors``, ``removed``)."""
+                        task_options: dict[str, Any], progress: Callable[[int], None],
+                        delete: bool = True) -> GraphVectorCounts:
+    """Every shard's changed entities and relations embedded and stored, removed ones deleted
+    (``delete=False``: left to the caller, whose readers still find them until its job is
+    published): one task per shard at a time, page after page until its feed is empty
+    (``progress`` hears of every page's items)."""
     def page(shard: int) -> Any:
-        return _embed_shard_page.options(**task_options).remote(shards, shard, workers, sink, batch_size)
+        return _embed_shard_page.options(**task_options).remote(shards, shard, workers, sink, batch_size, delete)
 
     running = {page(i): i for i in range(shards.num_shards)}
-    totals = {"vectors": 0, "removed": 0}
+    totals = GraphVectorCounts()
     while running:
         [ready], _ = ray.wait(list(running), num_returns=1)
         shard = running.pop(ready)
         stored, removed = ray.get(ready)
-        totals["vectors"] += stored
-        totals["removed"] += removed
+        totals.vectors += stored
+        totals.removed += removed
         if stored or removed:
-            progress(stored + removed)
+            progress(stored + len(removed))
             running[page(shard)] = shard
     return totals

@@ -91,7 +91,7 @@ class GraphShard:
     def committed(self, version: int) -> tuple[str, None]:
         """``version`` is committed: start a new change set and write log, and compact or remove
         replaced files in a background thread (at most one at a time)."""
-        self.graph.mark_saved()
+        self.graph.mark_saved(version)
         self.log.clear()
         if self.tidying is None or not self.tidying.is_alive():
             self.tidying = threading.Thread(target=tidy, args=(self.workspace, self.folder, version, self.compaction_ratio),
@@ -99,9 +99,10 @@ class GraphShard:
             self.tidying.start()
         return self.incarnation, None
 
-    def mark_saved(self) -> tuple[str, None]:
-        """Start a new change set and write log (a replica: the first copy writes the files)."""
-        self.graph.mark_saved()
+    def mark_saved(self, version: int) -> tuple[str, None]:
+        """Start a new change set and write log of graph ``version`` (a replica: the first copy
+        writes the files)."""
+        self.graph.mark_saved(version)
         self.log.clear()
         return self.incarnation, None
 

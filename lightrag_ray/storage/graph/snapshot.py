@@ -269,6 +269,7 @@ def load_snapshot(workspace: Workspace, shard: ShardGraph, version: int | None =
     version = manifests.load(workspace).graph_version if version is None else version
     state, _, _ = _state(workspace, snapshot_folder(shard.shard, shard.num_shards), version)
     shard.load_rows(_rows(state))
+    shard.mark_saved(version)
 
 
 def save_snapshot(workspace: Workspace, shard: ShardGraph, version: int, full_share: float = 0.5) -> str:

@@ -8,7 +8,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import ray
@@ -22,6 +22,17 @@ from lightrag_ray.storage.graph.handles import ShardHandles
 from lightrag_ray.storage.workspace import Workspace
 
 log = logging.getLogger(__name__)
+
+
+class WriteJob:
+    """An open write job (GraphRouter.job): the steps to run once it is published."""
+
+    def __init__(self) -> None:
+        self.steps: list[Callable[[], None]] = []
+
+    def after_publish(self, step: Callable[[], None]) -> None:
+        """Run ``step`` once readers see the job (e.g. delete the vector rows it retired)."""
+        self.steps.append(step)
 
 
 class GraphRouter:
@@ -97,17 +108,23 @@ class GraphRouter:
 
     # ---- write jobs -------------------------------------------------------------------
     @contextlib.contextmanager
-    def job(self) -> Iterator[None]:
+    def job(self) -> Iterator[WriteJob]:
         """One write job: readers (``fetch``, ``neighborhood``, ``export``, ``labels``, and
         ShardReader) keep the graph as it was until the block ends, then see all of its
-        writes; if the block raises, its writes are undone on every shard."""
+        writes; if the block raises, its writes are undone on every shard. What the block
+        hands to ``WriteJob.after_publish`` (deleting the vectors it retired) runs once the
+        job is published; then the shards tell readers that the vectors are settled."""
         self.begin()
+        job = WriteJob()
         try:
-            yield
+            yield job
         except BaseException:
             self.rollback()
             raise
         self.publish()
+        for step in job.steps:  # a step that raises leaves the vectors unsettled: readers keep filtering
+            step()
+        self.settle()
 
     def commit(self, workspace: Workspace, manifest: manifests.Manifest | None = None) -> manifests.Manifest:
         """Persist what the writes changed as the next graph version and return the manifest
@@ -123,7 +140,7 @@ class GraphRouter:
         manifest = manifests.record_graph(workspace, self.counts(), manifest)
         self._lifecycle("committed", version)
         if self.replicas > 1:
-            self._lifecycle("mark_saved", every_replica=True)
+            self._lifecycle("mark_saved", version, every_replica=True)
         return manifest
 
     def close(self) -> None:
