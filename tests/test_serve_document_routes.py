@@ -19,6 +19,7 @@ from lightrag_ray.cli.main import _parser
 from lightrag_ray.core.ids import doc_id
 from tests.scripted_llm import ScriptedLLM
 from tests.test_serve_graph_edits import owner_log_text
+from tests.test_serve_versions import stored_chunk_texts
 from tests.test_serve import DOC_A, DOC_B, DOC_C, client, run_app, wait_for  # noqa: F401 - client: fixture
 
 DOC_D = "Ezra Pike repairs clocks in Oslo. Ezra Pike sells clocks to Nora Lind in Oslo."
@@ -122,6 +123,7 @@ def test_a_running_job_makes_writes_busy_and_cancel_pipeline_stops_it(client, ll
         assert status["latest_message"].startswith(f"cancelling insert job {job['track_id']}")
     assert wait_for(client, job["track_id"])["job_status"] == "cancelled"
     assert source in statuses(client)["failed"]
+    assert not any(text in stored for stored in stored_chunk_texts())  # its passage left with it
     assert client.post("/documents/cancel_pipeline").json() == {
         "status": "not_busy", "message": "Pipeline is not currently running. No cancellation needed."}
     assert client.get("/documents/pipeline_status").json()["cancellation_requested"] is False  # the job ended

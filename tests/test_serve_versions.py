@@ -7,7 +7,6 @@ second job also reuses the first one's embedding worker (issue 12: warm inserts)
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -126,11 +125,12 @@ def mode_views(client: httpx.Client) -> dict[str, Any]:
     return views
 
 
-def stored_chunk_texts(settings) -> list[str]:
-    """Every chunk row's text in the workspace's Milvus Lite file, unfiltered (through its owner)."""
+def stored_chunk_texts() -> list[str]:
+    """Every chunk row's text in the served default workspace's Milvus Lite file, unfiltered,
+    through its owner."""
     from ray import serve
 
-    dim = json.loads((Path(settings.workspace) / "manifest.json").read_text())["embedding_dim"]
+    dim = serve.get_deployment_handle("EmbedderDeployment", app_name="lightrag").dimension.remote().result()
     owner = serve.get_deployment_handle("WorkspaceDeployment", app_name="lightrag")
     hits = owner.search.remote("", "chunks", np.ones((1, dim), dtype=np.float32), 1000, ["text"], None).result()
     return [hit["text"] for hit in hits[0]]
@@ -158,7 +158,7 @@ def test_readers_see_each_documents_old_or_new_version_while_a_sync_runs(app, ll
         sync = client.post("/documents/scan", json={"prune": True}).json()
         assert "1 replaced" in sync["message"] and "1 removed" in sync["message"], sync
         deadline = time.monotonic() + 120
-        while not any("Emberfall" in text for text in stored_chunk_texts(settings)):  # the new passage is stored
+        while not any("Emberfall" in text for text in stored_chunk_texts()):  # the new passage is stored
             assert time.monotonic() < deadline, "the sync stored no chunk vector of the new version"
             time.sleep(0.2)
         assert any("Emberfall" in str(messages) for _, messages in llm.requests)  # extraction waits on the LLM
@@ -171,4 +171,4 @@ def test_readers_see_each_documents_old_or_new_version_while_a_sync_runs(app, ll
         guild, fleet = str(after[f"{mode}/guild"]), str(after[f"{mode}/fleet"])
         assert "Emberfall" in guild and "Amberlight" not in guild, (mode, guild)
         assert "Sable Fleet" not in fleet and "Thornmoor" not in fleet, (mode, fleet)
-    assert not any("Amberlight" in text or "Sable Fleet" in text for text in stored_chunk_texts(settings))
+    assert not any("Amberlight" in text or "Sable Fleet" in text for text in stored_chunk_texts())

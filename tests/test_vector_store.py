@@ -68,6 +68,9 @@ def check_passages_by_graph_version(store: MilvusStore, wait=lambda check: None)
     assert seen(1) == {"c0", "c3"}  # c1 was published at 2
     [kept] = store.get("chunks", ["c0"], ["*", "vector"])
     assert kept["until"] == 3 and kept["text"] == "passage 0" and len(kept["vector"]) == DIM  # retired whole
+    assert retire_vectors(store, "chunks", ["c0"], None) == 1  # the job that retired it was undone
+    wait(lambda: seen(3) == {"c0", "c2", "c3"})
+    assert seen(3) == {"c0", "c2", "c3"} and seen(10**6) == {"c0", "c2", "c3"}
 
 
 def test_a_reader_of_each_graph_version_finds_its_passages_in_milvus_lite(tmp_path):

@@ -145,16 +145,18 @@ class InProcess:
 
     def extract(self, chunks: int, embedded: Callable[[int], None]) -> Iterator[Row]:
         """Merge counts per batch; chunk vectors are computed beside extraction (``embedded``
-        hears of each stored batch)."""
+        hears of each stored batch; all are stored when the generator ends or is closed)."""
         parts = self.parts
         merge = MergeIntoShards(parts.shards, parts.run)
         embedding = ChunkVectors(parts, embedded)
         stage = extraction_stage(self.settings)(settings=self.settings.model_dump(), earlier_parts=parts.cache_parts)
-        with closing(stage) as extract:
-            for batch in _run_chunks(parts.run, self.settings.llm.max_concurrency):
-                embedding.submit(batch)
-                yield from merge(extract(batch))
-        embedding.wait_all()
+        try:
+            with closing(stage) as extract:
+                for batch in _run_chunks(parts.run, self.settings.llm.max_concurrency):
+                    embedding.submit(batch)
+                    yield from merge(extract(batch))
+        finally:
+            embedding.wait_all()
 
     def summarise(self) -> dict[str, int]:
         return summarise_in_process(self.settings, self.parts.shards)
@@ -297,13 +299,15 @@ class Processors(RayDataPools):
         embedding = ChunkVectors(parts, embedded)
         embedding.submit(rows)
         merge = MergeIntoShards(parts.shards, parts.run)
-        cached = CacheIndex(parts.run.workspace, extraction_fingerprint(parts.settings)).lookup(rows)
-        if cached:
-            yield from merge([{**row, "error": "", "cached": True} for row in cached.values()])
-        new = [row for row in rows if row["chunk_id"] not in cached]
-        for out in self.runs.extract(new) if new else ():
-            yield from merge([{**row, "cached": False} for row in out])
-        embedding.wait_all()
+        try:
+            cached = CacheIndex(parts.run.workspace, extraction_fingerprint(parts.settings)).lookup(rows)
+            if cached:
+                yield from merge([{**row, "error": "", "cached": True} for row in cached.values()])
+            new = [row for row in rows if row["chunk_id"] not in cached]
+            for out in self.runs.extract(new) if new else ():
+                yield from merge([{**row, "cached": False} for row in out])
+        finally:
+            embedding.wait_all()
 
     def summarise(self) -> dict[str, int]:
         graph = self.parts.settings.graph

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from lightrag_ray.config import Settings
 from lightrag_ray.core.sources import TEXT
 from lightrag_ray.index import executors
@@ -44,6 +46,7 @@ CANCELLED = "cancelled on request"
 # Vectors past which a run on Milvus Lite spends about as long indexing them alone (at close)
 # as embedding them, and more the larger it is (docs/configuration.md): say so.
 LITE_ADVICE_VECTORS = 50_000
+RUN_CHUNK_IDS = pa.schema([("chunk_id", pa.string()), ("doc_id", pa.string())])  # read from the run's chunk parts
 
 
 class IndexCancelled(RuntimeError):
@@ -206,8 +209,10 @@ class IndexRun:
             # cancelled is undone (its extractions stay cached, so running it again costs no LLM
             # call). A run's own shards have no readers until it ends.
             with router.job() if router is self.router else contextlib.nullcontext() as job:
+                if job is not None:  # the chunks are known now (a cancel moves them out of the run's tables)
+                    job.if_rolled_back(self._vectors_dropper(parts))
                 try:
-                    self._remove_old(router, parts, sync, job is None)
+                    self._remove_old(router, parts, sync, job, version)
                     self._extract(executor)
                     self._summarise(executor)
                     self._check_stop()
@@ -222,8 +227,6 @@ class IndexRun:
                     sink_writer = None
                 else:  # the caller's store stays open, and its lookups go on: the run's rows are flushed
                     parts.sink.flush()
-                if job is not None:
-                    self._retire_old(parts.sink, sync, version, job)
                 self._commit(router)
             self._finish(parts.run)
         finally:
@@ -267,32 +270,52 @@ class IndexRun:
             self.say(f"sync: {', '.join(changed)} ({summary['documents_removed']} documents leave the workspace, "
                      f"{len(sync.moved_docs)} re-pointed)")
 
-    def _remove_old(self, router: GraphRouter, parts: executors.RunParts, sync: SourceSync, unread: bool) -> None:
+    def _remove_old(self, router: GraphRouter, parts: executors.RunParts, sync: SourceSync, job: WriteJob | None,
+                    version: int) -> None:
         """The replaced, moved and removed documents' chunks out of the shards, in the write job
-        that merges the new versions (committed and published together), and, for a store with
-        no readers (``unread``), their chunk vectors out of Milvus (``_retire_old`` for one with)."""
+        that merges the new versions (committed and published together), and their chunk vectors
+        out of Milvus: at once for a store with no readers (no ``job``), else retired at
+        ``version`` (its readers no longer see them, older ones still do; done first, so that
+        a server's bounded consistency shows it long before the publish) and deleted once the
+        job is published (restored if it is undone)."""
         if not sync.removes:
             return
         router.remove_chunks(sync.graph_chunks)
-        if unread:  # before the new versions' vectors
-            with parts.sink.writing() as writer:
-                writer.delete("chunks", sync.vector_chunks)
+        sink, ids = parts.sink, sync.vector_chunks
+        if job is None:  # before the new versions' vectors
+            with sink.writing() as writer:
+                writer.delete("chunks", ids)
+        else:
+            with sink.writing() as writer:
+                retire_vectors(writer, "chunks", ids, version)
+
+            def delete() -> None:
+                with sink.writing() as writer:
+                    writer.delete("chunks", ids)
+                sink.flush()
+
+            def restore() -> None:
+                with sink.writing() as writer:
+                    retire_vectors(writer, "chunks", ids, None)
+
+            job.after_publish(delete)
+            job.if_rolled_back(restore)
         self._timed("remove old versions")
 
-    def _retire_old(self, sink: VectorSink, sync: SourceSync, version: int, job: WriteJob) -> None:
-        """The removed documents' chunk vectors, for a store with readers: retired at ``version``
-        (its readers no longer see them, older ones still do), deleted once it is published."""
-        if not sync.vector_chunks:
-            return
-        with sink.writing() as writer:
-            retire_vectors(writer, "chunks", sync.vector_chunks, version)
+    @staticmethod
+    def _vectors_dropper(parts: executors.RunParts) -> Callable[[], None]:
+        """What deletes the chunk vectors of the run's chunks if its job is undone (but the moved
+        documents': theirs are of every version), so that no later job publishes them; its
+        extractions stay cached."""
+        rows = parts.run.read("chunks", RUN_CHUNK_IDS).to_pylist()
+        ids = [row["chunk_id"] for row in rows if row["doc_id"] not in parts.stamp.moved_docs]
+        sink = parts.sink
 
-        def delete() -> None:
+        def drop() -> None:
             with sink.writing() as writer:
-                writer.delete("chunks", sync.vector_chunks)
-            sink.flush()
+                writer.delete("chunks", ids)
 
-        job.after_publish(delete)
+        return drop
 
     def _finish_sync(self, sync: SourceSync) -> None:
         sync.finish()
@@ -326,10 +349,11 @@ class IndexRun:
             self.report.vectors_upserted += count
             embedding.advance(count)
 
-        for counts in executor.extract(total, embedded):
-            self.report.add(counts)
-            extracting.advance(int(counts["chunks_merged"]))
-            self._check_stop()
+        with contextlib.closing(executor.extract(total, embedded)) as extraction:  # a stop waits for the vectors in flight
+            for counts in extraction:
+                self.report.add(counts)
+                extracting.advance(int(counts["chunks_merged"]))
+                self._check_stop()
         self._timed("embed chunks, extract and merge")
 
     def _summarise(self, executor: Any) -> None:

@@ -32,12 +32,13 @@ def delete_documents(
     doomed = sorted({row["chunk_id"] for row in stored})
     with router.job() as job:  # readers see the graph without these documents once all of it is done
         router.remove_chunks(doomed)
+        # readers of the delete's version no longer see their passages, those of the version before do
+        retire_vectors(vectors, "chunks", doomed, manifests.load(workspace).graph_version + 1)
+        job.if_rolled_back(lambda: retire_vectors(vectors, "chunks", doomed, None))
         if settings is not None:
             summarise_changed(settings, router)
         changes = router.take_changes()
         write_graph_changes(vectors, embedder.embed, changes)
-        version = manifests.load(workspace).graph_version + 1
-        retire_vectors(vectors, "chunks", doomed, version)  # readers of the new version no longer see them
         vectors.flush()
         router.commit(workspace)
         job.after_publish(lambda: _delete_vectors(vectors, doomed, changes["removed"]))

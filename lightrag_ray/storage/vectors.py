@@ -37,6 +37,7 @@ SERVER_INDEX = {"index_type": "HNSW", "metric_type": "COSINE", "params": {"M": 1
 # server with HNSW: ~8 ms at 200k). Past this many vectors in a collection, use a server.
 LITE_COMFORTABLE_VECTORS = 50_000
 RETIRE_BATCH = 1024  # rows read back (with their vectors) and marked at a time by retire_vectors
+NEVER = 2**53  # the ``until`` of a row retired by a job that was undone: seen at every later version
 
 
 class VectorWriter(Protocol):
@@ -84,14 +85,16 @@ def visible_at(version: int) -> str:
             f"(until > {version} or not (exists until))")
 
 
-def retire_vectors(writer: VectorWriter, kind: str, ids: list[str], version: int) -> int:
+def retire_vectors(writer: VectorWriter, kind: str, ids: list[str], version: int | None) -> int:
     """Mark the rows ``ids`` as gone from graph ``version`` on (``until``): readers of an older
-    version still find them until the writer deletes them, once ``version`` is published.
+    version still find them until the writer deletes them, once ``version`` is published
+    (None: never, a job undone; an upsert without the field would keep Milvus Lite's old value).
     Returns the rows marked."""
+    until = NEVER if version is None else version
     marked = 0
     for start in range(0, len(ids), RETIRE_BATCH):
         found = writer.get(kind, ids[start : start + RETIRE_BATCH], ["*", "vector"])
-        marked += writer.upsert(kind, [{**row, "until": version} for row in found])
+        marked += writer.upsert(kind, [{**row, "until": until} for row in found])
     return marked
 
 

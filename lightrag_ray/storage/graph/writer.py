@@ -25,14 +25,19 @@ log = logging.getLogger(__name__)
 
 
 class WriteJob:
-    """An open write job (GraphRouter.job): the steps to run once it is published."""
+    """An open write job (GraphRouter.job): the steps to run once it is published, or undone."""
 
     def __init__(self) -> None:
         self.steps: list[Callable[[], None]] = []
+        self.undo_steps: list[Callable[[], None]] = []
 
     def after_publish(self, step: Callable[[], None]) -> None:
         """Run ``step`` once readers see the job (e.g. delete the vector rows it retired)."""
         self.steps.append(step)
+
+    def if_rolled_back(self, step: Callable[[], None]) -> None:
+        """Run ``step`` if the job is undone (e.g. delete the vector rows it stored)."""
+        self.undo_steps.append(step)
 
 
 class GraphRouter:
@@ -120,6 +125,11 @@ class GraphRouter:
             yield job
         except BaseException:
             self.rollback()
+            for undo in job.undo_steps:
+                try:
+                    undo()
+                except Exception:  # the job's own error is the one to raise
+                    log.exception("undoing a write job's vectors failed; readers keep filtering them")
             raise
         self.publish()
         for step in job.steps:  # a step that raises leaves the vectors unsettled: readers keep filtering
