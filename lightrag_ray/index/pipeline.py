@@ -12,6 +12,7 @@ documents are skipped and extracted chunks come from the cache (``extractions/``
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import threading
 import time
@@ -283,22 +284,17 @@ class IndexRun:
         router.remove_chunks(sync.graph_chunks)
         sink, ids = parts.sink, sync.vector_chunks
         if job is None:  # before the new versions' vectors
-            with sink.writing() as writer:
-                writer.delete("chunks", ids)
+            sink.delete("chunks", ids)
         else:
             with sink.writing() as writer:
                 retire_vectors(writer, "chunks", ids, version)
-
-            def delete() -> None:
-                with sink.writing() as writer:
-                    writer.delete("chunks", ids)
-                sink.flush()
 
             def restore() -> None:
                 with sink.writing() as writer:
                     retire_vectors(writer, "chunks", ids, None)
 
-            job.after_publish(delete)
+            job.after_publish(functools.partial(sink.delete, "chunks", ids))
+            job.after_publish(sink.flush)
             job.if_rolled_back(restore)
         self._timed("remove old versions")
 
@@ -309,13 +305,7 @@ class IndexRun:
         extractions stay cached."""
         rows = parts.run.read("chunks", RUN_CHUNK_IDS).to_pylist()
         ids = [row["chunk_id"] for row in rows if row["doc_id"] not in parts.stamp.moved_docs]
-        sink = parts.sink
-
-        def drop() -> None:
-            with sink.writing() as writer:
-                writer.delete("chunks", ids)
-
-        return drop
+        return functools.partial(parts.sink.delete, "chunks", ids)
 
     def _finish_sync(self, sync: SourceSync) -> None:
         sync.finish()

@@ -33,14 +33,15 @@ def delete_documents(
     with router.job() as job:  # readers see the graph without these documents once all of it is done
         router.remove_chunks(doomed)
         # readers of the delete's version no longer see their passages, those of the version before do
-        retire_vectors(vectors, "chunks", doomed, manifests.load(workspace).graph_version + 1)
+        manifest = manifests.load(workspace)
+        retire_vectors(vectors, "chunks", doomed, manifest.graph_version + 1)
         job.if_rolled_back(lambda: retire_vectors(vectors, "chunks", doomed, None))
         if settings is not None:
             summarise_changed(settings, router)
         changes = router.take_changes()
         write_graph_changes(vectors, embedder.embed, changes)
         vectors.flush()
-        router.commit(workspace)
+        router.commit(workspace, manifest)
         job.after_publish(lambda: _delete_vectors(vectors, doomed, changes["removed"]))
     chunk_table.drop_rows(workspace, stored)
     doc_status.remove(workspace, wanted)

@@ -113,6 +113,11 @@ class VectorSink:
         finally:
             writer.close()
 
+    def delete(self, kind: str, ids: list[str]) -> None:
+        """Delete the rows ``ids`` through a writer opened for it."""
+        with self.writing() as writer:
+            writer.delete(kind, ids)
+
     def flush(self) -> None:
         """Flush the rows the workers stored in a Lite file (MilvusStore.flush; a server needs none)."""
         if self.owner is not None:
