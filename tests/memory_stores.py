@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from lightrag_ray.core.graph.contract import READ, Operation, operation, run_in_process
+from lightrag_ray.core.graph.contract import READ, GraphOperations, Operation, run_in_process
 from lightrag_ray.core.graph.shard_graph import ShardGraph
 from lightrag_ray.core.records import EntityRecord, RelationRecord
 from lightrag_ray.storage.vectors import graph_vector_items, vector_rows
@@ -69,25 +69,22 @@ class MemoryVectorIndex:
         return [_fields(self.rows[kind][i], output_fields) for i in ids if i in self.rows[kind]]
 
 
-class MemoryGraph:
+class MemoryGraph(GraphOperations):
     """Shards of the knowledge graph in this process: the graph contract's READ operations
-    awaited (the readers' GraphLookup, as the query engine uses it), the others blocking (the
-    writer's, as indexing uses them)."""
+    awaited (as the query engine uses a ShardReader), the others blocking (the writer's, as
+    indexing uses them)."""
 
     def __init__(self, num_shards: int = 2, max_source_ids: int = 300) -> None:
         self.num_shards = num_shards
         self.shards = [ShardGraph(i, num_shards, max_source_ids) for i in range(num_shards)]
         self.calls: list[tuple[str, int]] = []  # (operation, shard) of every read
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        op = operation(name)
+    def run(self, op: Operation[..., Any], *args: Any) -> Any:
         if op.access is READ:
-            return lambda *args: self._read(op, args)
-        return lambda *args: run_in_process(op, self.shards, args)
+            return self._read(op, args)
+        return run_in_process(op, self.shards, args)
 
-    async def _read(self, op: Operation, args: tuple[Any, ...]) -> Any:
+    async def _read(self, op: Operation[..., Any], args: tuple[Any, ...]) -> Any:
         self.calls += [(op.name, i) for i in op.shard_calls(self.num_shards, args)]
         return run_in_process(op, self.shards, args)
 

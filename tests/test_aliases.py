@@ -143,9 +143,9 @@ def test_readers_see_links_once_the_job_is_published_and_a_rollback_undoes_them(
     for finish, expected in ((shard.rollback, []), (shard.publish, [jacob])):
         shard.begin()
         assert shard.set_aliases([(marley, jacob, "contained")]) == 2
-        assert shard.passage_entities([], [marley], 10)[0]["aliases"] == []  # readers: before the job
+        assert shard.published.passage_entities([], [marley], 10)[0]["aliases"] == []  # readers: before the job
         finish()
-        assert shard.passage_entities([], [marley], 10)[0]["aliases"] == expected
+        assert shard.published.passage_entities([], [marley], 10)[0]["aliases"] == expected
 
 
 def test_links_are_saved_in_deltas_and_bases_and_load_back(tmp_path):
@@ -205,7 +205,7 @@ def test_an_index_run_links_the_variants_it_brings_and_the_links_load_from_disk(
     try:
         reader = ShardReader(settings.workspace, settings.graph.num_shards)
         keys = [entity_key(n) for n in ("Marley", "Jacob Marley", "Scrooge", "Ebenezer Scrooge")]
-        rows = {row["key"]: row["aliases"] for row in asyncio.run(reader.passage_entities([], keys, 10))}
+        rows = {row["key"]: row["aliases"] for row in asyncio.run(reader.published.passage_entities([], keys, 10))}
     finally:
         router.close()
     assert rows == {keys[0]: [keys[1]], keys[1]: [keys[0]], keys[2]: [keys[3]], keys[3]: [keys[2]]}

@@ -9,7 +9,7 @@ import inspect
 import pytest
 
 from lightrag_ray.core.graph import contract
-from lightrag_ray.core.graph.contract import LIVE, READ, WRITE, Operation, declare, operation, withdraw
+from lightrag_ray.core.graph.contract import LIVE, READ, WRITE, GraphOperations, Operation, declare, operation, withdraw
 from lightrag_ray.core.graph.routing import every_shard, total
 from lightrag_ray.core.records import EntityRecord, RelationRecord
 from tests.memory_stores import MemoryGraph
@@ -19,7 +19,7 @@ THROWAWAY = "throwaway_owned_entities_named"
 
 def _owned_named(graph, prefix):
     """How many entities this shard owns whose display name starts with ``prefix``."""
-    return sum(1 for name in graph.labels() if name.startswith(prefix))
+    return sum(1 for name in graph.published.labels() if name.startswith(prefix))
 
 
 @pytest.fixture
@@ -66,18 +66,22 @@ def test_readers_get_only_read_operations():
 
     reader = ShardReader("/nowhere", 2)
     assert callable(reader.fetch)
+    with pytest.raises(AttributeError):
+        reader.apply  # type: ignore[attr-defined]  # noqa: B018 - the attribute lookup is what is tested
     with pytest.raises(AttributeError, match="writer"):
-        reader.apply  # noqa: B018 - the attribute lookup is what is tested
+        asyncio.run(reader.run(GraphOperations.apply, [], []))
     with pytest.raises(AttributeError, match="no operation"):
-        reader.no_such_operation  # noqa: B018
+        operation("no_such_operation")
 
 
 def test_every_operation_runs_on_a_shard_graph_and_writes_are_replayed():
     from lightrag_ray.core.graph.shard_graph import ShardGraph
+    from lightrag_ray.core.graph.views import ShardView
 
     for op in contract.OPERATIONS.values():
-        if op.run is None:  # the ShardGraph method of its name
-            assert callable(getattr(ShardGraph, op.name, None)), op.name
+        if op.run is None:  # the method of its name: of the published view for reads, else of the ShardGraph
+            target = ShardView if op.access is READ else ShardGraph
+            assert callable(getattr(target, op.name, None)), op.name
         assert op.access.replayed == (op.access is WRITE)
     assert operation("apply").access is WRITE and operation("counts").access is LIVE
 

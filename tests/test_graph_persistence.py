@@ -41,7 +41,7 @@ NUM_SHARDS = 2
 
 def state(shard: ShardGraph) -> dict[str, Any]:
     """Everything a shard would show or build on: views, counts, summaries, summary bases."""
-    return {"export": shard.export(), "counts": shard.counts(), "summaries": dict(shard.summaries),
+    return {"export": shard.published.export(), "counts": shard.counts(), "summaries": dict(shard.summaries),
             "bases": dict(shard.summary_bases)}
 
 
@@ -52,7 +52,7 @@ def loaded(workspace: Workspace, shard: int, version: int | None = None) -> Shar
 
 
 def recount(shard: ShardGraph) -> dict[str, int]:
-    return {kind: len(items) for kind, items in shard.export().items()}
+    return {kind: len(items) for kind, items in shard.published.export().items()}
 
 
 def part_rows(entities: list, relations: list, chunks: set[str], shard: int, keep: bool = True) -> tuple[list, list]:
@@ -68,7 +68,7 @@ def run_job(shard: ShardGraph, rng: random.Random, entities: list, relations: li
     shard.apply(*part_rows(entities, relations, job, shard.shard))
     if seen:
         shard.remove_chunks({rng.choice(seen)})
-    owned = [k for k in shard.held_keys() if shard.owns(k)]
+    owned = [k for k in shard.held_keys() if shard.live.owns(k)]
     if owned and rng.random() < 0.4:
         shard.drop([rng.choice(owned)], [])
     pending = shard.pending_summaries(2, 10_000, count_tokens)
@@ -150,11 +150,11 @@ def test_an_older_workspace_snapshot_loads_and_is_replaced_by_the_first_compacti
     shard.mark_saved()
     shard.apply(*part_rows(entities, relations, old, 0, keep=False))
     assert save_snapshot(workspace, shard, 5) == "delta"
-    assert state(loaded(workspace, 0, 5))["export"] == shard.export()
+    assert state(loaded(workspace, 0, 5))["export"] == shard.published.export()
     tidy(workspace, folder, 5, ratio=0.0001)
     assert not (tmp_path / "ws" / "graph" / folder / "entities.parquet").exists()
     assert sorted(list_files(workspace, folder).bases) == [5]
-    assert state(loaded(workspace, 0, 5))["export"] == shard.export()
+    assert state(loaded(workspace, 0, 5))["export"] == shard.published.export()
 
 
 def test_a_writer_that_dies_between_shards_leaves_the_graph_before_the_job_and_its_rerun_completes_it(tmp_path):

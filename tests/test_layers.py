@@ -128,6 +128,59 @@ def test_graph_operations_are_declared_only_in_the_contract():
     assert not forwarders, f"hand-written graph operations outside the contract: {sorted(forwarders)}"
 
 
+TRANSPORTS = [
+    "storage/graph/actor.py", "storage/graph/writer.py", "storage/graph/reader.py", "storage/graph/handles.py",
+    "core/graph/shard_graph.py", "storage/vectors.py", "storage/vector_owner.py", "query/stores.py", "serve/owner.py",
+]
+
+
+def _calls_itself_elsewhere(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether the method's body (its docstring aside) is one plain statement (a return, an
+    expression, an assignment) that calls the method of the same name on another object
+    (``x.name(...)``, ``x.name.remote(...)``): a forwarder."""
+    body = method.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    if len(body) != 1 or not isinstance(body[0], (ast.Return, ast.Expr, ast.Assign)):
+        return False
+    for node in ast.walk(body[0]):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        called = node.func.value if node.func.attr == "remote" else node.func
+        if (isinstance(called, ast.Attribute) and called.attr == method.name
+                and not (isinstance(called.value, ast.Name) and called.value.id in ("self", "cls"))):
+            return True
+    return False
+
+
+def _forwarders(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [f"{path.name}:{item.lineno} {cls.name}.{item.name}" for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef)
+            for item in cls.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and not item.name.startswith("__") and _calls_itself_elsewhere(item)]
+
+
+def test_no_transport_forwards_a_method_by_hand():
+    """The graph and vector transports get their methods from the contracts (core.transport);
+    ShardGraph's reads go to its views by the operation's access. A method whose body only calls
+    the same-named method of another object is a forwarder written out by hand."""
+    paths = [PACKAGE / name for name in TRANSPORTS] + [PACKAGE.parent / "tests" / "memory_stores.py"]
+    found = [f for path in paths for f in _forwarders(path)]
+    assert not found, f"hand-written forwarders: {found}"
+
+
+def test_the_forwarder_rule_catches_one(tmp_path):
+    (tmp_path / "bad.py").write_text(
+        "class A:\n"
+        "    def fetch(self, keys):\n        \"\"\"Doc.\"\"\"\n        return self.view.fetch(keys)\n"
+        "    def get(self, k):\n        return ray.get(self.actor.get.remote(k))\n"
+        "    def own(self):\n        return self.own_helper()\n"
+        "    def put(self, x):\n        self.log.append(x)\n        return self.store.put(x)\n"
+        "    def close(self):\n        self.store.close()\n"
+        "    def search(self, q):\n        return self.run(SEARCH, q)\n")
+    assert [f.split(" ")[1] for f in _forwarders(tmp_path / "bad.py")] == ["A.fetch", "A.get", "A.close"]
+
+
 def _mode_lists(path: Path, modes: frozenset[str]) -> list[int]:
     """Lines of the file that write out every query mode: a tuple, list or set of exactly these
     names (a ``Literal[...]`` of them too: its subscript is a tuple)."""

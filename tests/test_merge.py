@@ -60,7 +60,7 @@ def by_key(export: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]
 
 
 def the_relation(graph: ShardGraph, a: str, b: str) -> dict[str, Any]:
-    [found] = [r for r in graph.export()["relations"] if {r["source_key"], r["target_key"]} == {a, b}]
+    [found] = [r for r in graph.published.export()["relations"] if {r["source_key"], r["target_key"]} == {a, b}]
     return found
 
 
@@ -91,46 +91,46 @@ def random_corpus(seed: int, n_chunks: int = 30) -> tuple[list[EntityRecord], li
 def test_applying_the_same_rows_twice_changes_nothing():
     entities, relations = random_corpus(1)
     graph = graph_of(entities, relations)
-    export, counts = graph.export(), graph.counts()
+    export, counts = graph.published.export(), graph.counts()
     assert counts["entities"] > 20 and counts["relations"] > 10
     graph.apply(*rows(entities, relations))
-    assert graph.export() == export
+    assert graph.published.export() == export
     assert graph.counts() == counts
     # re-delivering single chunks again, one at a time, changes nothing either
     for chunk in sorted({e.chunk_id for e in entities})[:5]:
         graph.apply(*rows([e for e in entities if e.chunk_id == chunk],
                           [r for r in relations if r.chunk_id == chunk]))
-    assert graph.export() == export
+    assert graph.published.export() == export
 
 
 def test_redelivered_chunk_replaces_what_it_said():
     graph = graph_of([ent("Alice", "c1", "person", "old")])
     graph.apply(*rows([ent("Alice", "c1", "person", "new")]))
-    assert graph.entity("alice")["description"] == "new"
+    assert graph.live.entity("alice")["description"] == "new"
 
 
 # ---- (b) type = majority vote ------------------------------------------------------------
 def test_type_is_the_majority_vote():
     graph = graph_of([ent("Alice", "c1", "person"), ent("Alice", "c2", "organization"),
                       ent("Alice", "c3", "person"), ent("Alice", "c4", "location")])
-    assert graph.entity("alice")["type"] == "person"
+    assert graph.live.entity("alice")["type"] == "person"
 
 
 def test_type_tie_goes_to_the_lexically_smallest():
     graph = graph_of([ent("Bob", "c1", "person"), ent("Bob", "c2", "location"),
                       ent("Bob", "c3", "organization"), ent("Bob", "c4", "person"),
                       ent("Bob", "c5", "location")])
-    assert graph.entity("bob")["type"] == "location"  # person 2, location 2: "location" < "person"
+    assert graph.live.entity("bob")["type"] == "location"  # person 2, location 2: "location" < "person"
 
 
 def test_display_name_is_the_most_frequent_spelling():
     graph = graph_of([ent("ACME", "c1"), ent("Acme", "c2"), ent("Acme", "c3")],
                      [rel("acme", "Bob", "c4")])
-    view = graph.entity("acme")
+    view = graph.live.entity("acme")
     assert view["name"] == "Acme"
     assert view["id"] == entity_id("acme")
     tie = graph_of([ent("Zeta", "c1"), ent("ZETA", "c2")])
-    assert tie.entity("zeta")["name"] == "ZETA"  # tie -> lexically smallest
+    assert tie.live.entity("zeta")["name"] == "ZETA"  # tie -> lexically smallest
 
 
 # ---- (c) relation weight and keywords ----------------------------------------------------------
@@ -159,34 +159,34 @@ def test_descriptions_deduplicated_in_chunk_order():
         ent("Eve", "c3", desc="third"), ent("Eve", "c1", desc="first"),
         ent("Eve", "c2", desc="first "), ent("Eve", "c2", desc="second"), ent("Eve", "c4", desc="  "),
     ])
-    assert graph.entity("eve")["description"] == DESCRIPTION_SEP.join(["first", "second", "third"])
-    assert graph.entity_fragments("eve") == ["first", "second", "third"]
-    assert graph.entity("eve")["source_ids"] == ["c1", "c2", "c3", "c4"]
+    assert graph.live.entity("eve")["description"] == DESCRIPTION_SEP.join(["first", "second", "third"])
+    assert graph.live.entity_fragments("eve") == ["first", "second", "third"]
+    assert graph.live.entity("eve")["source_ids"] == ["c1", "c2", "c3", "c4"]
 
 
 def test_result_does_not_depend_on_arrival_order():
     entities, relations = random_corpus(2)
-    expected = graph_of(entities, relations).export()
+    expected = graph_of(entities, relations).published.export()
     rng = random.Random(0)
     for _ in range(3):
         # all rows at once, shuffled
         e, r = entities[:], relations[:]
         rng.shuffle(e)
         rng.shuffle(r)
-        assert graph_of(e, r).export() == expected
+        assert graph_of(e, r).published.export() == expected
         # chunk by chunk, chunks in shuffled order
         chunks = sorted({x.chunk_id for x in entities} | {x.chunk_id for x in relations})
         rng.shuffle(chunks)
         graph = ShardGraph(0, 1)
         for chunk in chunks:
             graph.apply(*rows([x for x in e if x.chunk_id == chunk], [x for x in r if x.chunk_id == chunk]))
-        assert graph.export() == expected
+        assert graph.published.export() == expected
 
 
 # ---- (e) endpoints never extracted as entities -----------------------------------------------------
 def test_relation_endpoints_become_unknown_entities():
     graph = graph_of([ent("Alice", "c1", "person")], [rel("Alice", "Zed Corp", "c2", weight=2.0)])
-    entities = by_key(graph.export())
+    entities = by_key(graph.published.export())
     assert set(entities) == {"alice", "zed corp"}
     zed = entities["zed corp"]
     assert zed["type"] == "unknown"
@@ -207,7 +207,7 @@ def test_remove_chunks_drops_exactly_their_contributions():
     )
     graph.take_changes()
     graph.remove_chunks({"c2"})
-    entities = by_key(graph.export())
+    entities = by_key(graph.published.export())
     assert set(entities) == {"alice", "carol"}
     assert entities["alice"]["description"] == "from one"
     assert entities["alice"]["source_ids"] == ["c1"]
@@ -232,15 +232,15 @@ def test_remove_chunks_drops_exactly_their_contributions():
 def test_remove_then_reapply_restores_the_graph():
     entities, relations = random_corpus(3)
     graph = graph_of(entities, relations)
-    expected = graph.export()
+    expected = graph.published.export()
     gone = {e.chunk_id for e in entities[::3]}
     graph.remove_chunks(gone)
-    assert graph.export() != expected
+    assert graph.published.export() != expected
     without = graph_of([e for e in entities if e.chunk_id not in gone],
                        [r for r in relations if r.chunk_id not in gone])
-    assert graph.export() == without.export()
+    assert graph.published.export() == without.published.export()
     graph.apply(*rows([e for e in entities if e.chunk_id in gone], [r for r in relations if r.chunk_id in gone]))
-    assert graph.export() == expected
+    assert graph.published.export() == expected
 
 
 # ---- (g) summaries ------------------------------------------------------------------------------
@@ -256,15 +256,15 @@ def test_summaries_replace_long_descriptions():
     assert alice["hash"] == fragments_hash(alice["fragments"])
 
     graph.add_summaries({p["hash"]: f"summary of {p['name']}" for p in pending})
-    assert graph.entity("alice")["description"] == "summary of Alice"
+    assert graph.live.entity("alice")["description"] == "summary of Alice"
     assert the_relation(graph, "alice", "bob")["description"] == "summary of Alice - Bob"
-    assert graph.entity("bob")["description"] == "short"
+    assert graph.live.entity("bob")["description"] == "short"
     assert graph.pending_summaries(3, 1000, count_tokens) == []
 
     # a new fragment makes a new description: the old summary no longer applies as it is,
     # the next one starts from it (tests/test_summary_bases.py)
     graph.apply(*rows([ent("Alice", "c9", desc="Alice fact 9")]))
-    assert graph.entity("alice")["description"].endswith("Alice fact 9")
+    assert graph.live.entity("alice")["description"].endswith("Alice fact 9")
     [again] = graph.pending_summaries(3, 1000, count_tokens)
     assert again["name"] == "Alice" and again["base"] == "summary of Alice" and again["fragments"] == ["Alice fact 9"]
 
@@ -286,7 +286,7 @@ def sharded(entities, relations, num_shards: int) -> list[ShardGraph]:
 
 
 def union(shards: list[ShardGraph]) -> dict[str, list[dict[str, Any]]]:
-    parts = [s.export() for s in shards]
+    parts = [s.published.export() for s in shards]
     return {kind: sorted((x for p in parts for x in p[kind]), key=lambda x: x["id"])
             for kind in ("entities", "relations")}
 
@@ -321,11 +321,11 @@ def test_max_source_ids_caps_sources_but_not_weight():
     chunks = [f"c{i:02d}" for i in range(10)]
     graph = graph_of([ent("Alice", c) for c in chunks], [rel("Alice", "Bob", c, weight=1.0) for c in chunks],
                      max_source_ids=3)
-    assert graph.entity("alice")["source_ids"] == ["c00", "c01", "c02"]
+    assert graph.live.entity("alice")["source_ids"] == ["c00", "c01", "c02"]
     relation = the_relation(graph, "alice", "bob")
     assert relation["source_ids"] == ["c00", "c01", "c02"]
     assert relation["weight"] == 10.0
-    assert graph.entity("bob")["source_ids"] == ["c00", "c01", "c02"]
+    assert graph.live.entity("bob")["source_ids"] == ["c00", "c01", "c02"]
 
 
 # ---- (j) snapshots ------------------------------------------------------------------------------
@@ -341,7 +341,7 @@ def test_snapshot_round_trip(tmp_path, num_shards):
     for shard in shards:
         fresh = ShardGraph(shard.shard, num_shards)
         load_snapshot(workspace, fresh, 1)
-        assert fresh.export() == shard.export()
+        assert fresh.published.export() == shard.published.export()
         assert fresh.counts() == shard.counts()
         assert fresh.summaries == shard.summaries
         assert fresh.take_changes() == {"entities": [], "relations": [], "removed": []}
@@ -351,9 +351,9 @@ def test_snapshot_round_trip(tmp_path, num_shards):
         original = copy.deepcopy(shard)
         original.apply(copy.deepcopy(e_rows), copy.deepcopy(r_rows))
         fresh.apply(e_rows, r_rows)
-        assert fresh.export() == original.export()
+        assert fresh.published.export() == original.published.export()
     assert any(s.summaries for s in shards)
-    assert any("summary" in e["description"] for s in shards for e in s.export()["entities"])
+    assert any("summary" in e["description"] for s in shards for e in s.published.export()["entities"])
 
 
 def test_snapshot_of_an_empty_shard(tmp_path):
@@ -361,7 +361,7 @@ def test_snapshot_of_an_empty_shard(tmp_path):
     save_snapshot(workspace, ShardGraph(1, 2), 1)
     fresh = ShardGraph(1, 2)
     load_snapshot(workspace, fresh, 1)
-    assert fresh.export() == {"entities": [], "relations": []}
+    assert fresh.published.export() == {"entities": [], "relations": []}
     missing = ShardGraph(0, 2)
     load_snapshot(workspace, missing, 1)  # never saved: stays empty
     assert missing.counts() == {"entities": 0, "relations": 0}
@@ -377,8 +377,8 @@ def test_snapshot_keeps_endpoint_names_when_the_larger_key_came_first(tmp_path):
     load_snapshot(workspace, fresh, 1)
     view = the_relation(fresh, "alice", "bob")
     assert (view["source"], view["target"]) == ("Alice", "Bob")
-    assert fresh.entity("alice")["name"] == "Alice"
-    assert fresh.export() == graph.export()
+    assert fresh.live.entity("alice")["name"] == "Alice"
+    assert fresh.published.export() == graph.published.export()
 
 
 def test_views_read_between_writes_are_never_stale():
@@ -399,13 +399,13 @@ def test_views_read_between_writes_are_never_stale():
             elif action == "remove":
                 graph.remove_chunks(set(arg))
             else:
-                graph.add_summaries({fragments_hash(graph.entity_fragments("ann")): "Ann, summarised."})
-        read.neighborhood(read.held_keys(), None)  # fills the caches
-        read.fetch(read.held_keys(), read.held_pairs())
-        assert read.export() == ShardGraph.export(unread)
-    ann = read.entity("ann")
+                graph.add_summaries({fragments_hash(graph.live.entity_fragments("ann")): "Ann, summarised."})
+        read.published.neighborhood(read.held_keys(), None)  # fills the caches
+        read.published.fetch(read.held_keys(), read.held_pairs())
+        assert read.published.export() == unread.published.export()
+    ann = read.live.entity("ann")
     assert (ann["name"], ann["type"], ann["description"]) == ("ANN", "place", "Ann, summarised.")
-    assert read.relation("ann", "bob")["weight"] == 3.0
+    assert read.live.relation("ann", "bob")["weight"] == 3.0
 
 
 def test_capped_neighborhood_keeps_exactly_the_best_relations():
@@ -421,8 +421,8 @@ def test_capped_neighborhood_keeps_exactly_the_best_relations():
     for trial in range(30):
         keys = [entity_key(n) for n in rng.sample(names, rng.randint(1, 12))]
         limit = rng.randint(1, 25)
-        full = rank_local_relations(graph.neighborhood(keys, None)["relations"], keys)[:limit]
-        capped = graph.neighborhood(keys, limit)["relations"]
+        full = rank_local_relations(graph.published.neighborhood(keys, None)["relations"], keys)[:limit]
+        capped = graph.published.neighborhood(keys, limit)["relations"]
         assert len(capped) <= limit
         assert rank_local_relations(capped, keys)[:limit] == full, (trial, keys, limit)
 
@@ -431,8 +431,8 @@ def test_capped_neighborhood_keeps_exactly_the_best_relations():
 def reads(graph: ShardGraph, keys: list[str]) -> dict[str, Any]:
     """Everything a reader can ask a shard, over ``keys`` (present or not)."""
     pairs = [(a, b) for i, a in enumerate(keys) for b in keys[i + 1:]]
-    return {"export": graph.export(), "labels": sorted(graph.labels()), "all": graph.neighborhood(keys, None),
-            "capped": graph.neighborhood(keys[::2], 3), "fetch": graph.fetch(keys, pairs)}
+    return {"export": graph.published.export(), "labels": sorted(graph.published.labels()), "all": graph.published.neighborhood(keys, None),
+            "capped": graph.published.neighborhood(keys[::2], 3), "fetch": graph.published.fetch(keys, pairs)}
 
 
 def job_steps(seed: int) -> tuple[Rows, Rows, set[str], dict[str, str]]:
@@ -446,7 +446,7 @@ def job_steps(seed: int) -> tuple[Rows, Rows, set[str], dict[str, str]]:
     removed = set(chunks[1::5]) - job
     known = ShardGraph(0, 1)
     known.apply(*copy.deepcopy(base))
-    summaries = {fragments_hash(known.entity_fragments(k)): f"{k} in short" for k in known.held_keys()[:4]}
+    summaries = {fragments_hash(known.live.entity_fragments(k)): f"{k} in short" for k in known.held_keys()[:4]}
     return base, added, removed, summaries
 
 
@@ -476,7 +476,7 @@ def test_readers_see_the_published_graph_until_the_job_is_published(seed):
     run_job(graph, added, removed, summaries, keys, published=before)
     published = {kind: len(items) for kind, items in graph.published.export().items()}
     assert graph.counts() == finished.counts() != published  # the writer sees its writes
-    assert graph.export() == before["export"] != finished.export()
+    assert graph.published.export() == before["export"] != finished.published.export()
     graph.publish()
     assert reads(graph, keys) == reads(finished, keys)
 
@@ -494,10 +494,10 @@ def test_a_rolled_back_job_leaves_the_published_graph_and_marks_what_it_touched(
     new_keys = set(graph.held_keys()) - old_keys
     graph.rollback()
     assert reads(graph, keys) == before
-    assert graph.entity(keys[0]) == graph.published.entity(keys[0]) and graph.live is graph.published
+    assert graph.live.entity(keys[0]) == graph.published.entity(keys[0]) and graph.live is graph.published
     changes = graph.take_changes()  # the job's items: current views, or removed if the job made them
     assert new_keys and {entity_id(k) for k in new_keys} <= set(changes["removed"]) and changes["entities"]
-    assert all(e == graph.entity(e["key"]) for e in changes["entities"])
+    assert all(e == graph.live.entity(e["key"]) for e in changes["entities"])
     # the graph is whole again: the same job run afterwards ends where it would have
     run_job(graph, added, removed, summaries, keys)
     finished = ShardGraph(0, 1)

@@ -67,7 +67,7 @@ def test_alias_links_move_with_their_entities(tmp_path):
     moved = _loaded(workspace)
     assert {(key, other): reason for s in moved for key, found in s.aliases.links.items()
             for other, reason in found.items()} == links
-    assert all(s.owns(key) for s in moved for key in s.aliases.links)
+    assert all(s.live.owns(key) for s in moved for key in s.aliases.links)
 
 
 def test_a_reshard_killed_before_its_commit_leaves_the_old_layout_and_can_run_again(tmp_path, monkeypatch):

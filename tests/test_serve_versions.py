@@ -132,7 +132,7 @@ def stored_chunk_texts() -> list[str]:
 
     dim = serve.get_deployment_handle("EmbedderDeployment", app_name="lightrag").dimension.remote().result()
     owner = serve.get_deployment_handle("WorkspaceDeployment", app_name="lightrag")
-    hits = owner.search.remote("", "chunks", np.ones((1, dim), dtype=np.float32), 1000, ["text"], None).result()
+    hits = owner.vectors.remote("", "search", "chunks", np.ones((1, dim), dtype=np.float32), 1000, ["text"], None).result()
     return [hit["text"] for hit in hits[0]]
 
 

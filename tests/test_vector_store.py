@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from pymilvus.client.types import LoadState
 
-from lightrag_ray.storage.vectors import MilvusStore, chunk_vector_item, retire_vectors, vector_rows, visible_at
+from lightrag_ray.storage.vectors import MilvusStore, chunk_vector_item, retire_vectors, vector_rows
 
 DIM = 8
 
@@ -60,8 +60,7 @@ def check_passages_by_graph_version(store: MilvusStore, wait=lambda check: None)
     assert retire_vectors(store, "chunks", ["c0", "c1", "missing"], 3) == 2  # c0, c1: the old one
 
     def seen(version: int | None) -> set[str]:
-        where = "" if version is None else visible_at(version)
-        return {hit["id"] for hit in store.search("chunks", np.eye(DIM)[:1], 10, where, ["id"])[0]}
+        return {hit["id"] for hit in store.search("chunks", np.eye(DIM)[:1], 10, ["id"], version)[0]}
 
     wait(lambda: seen(None) == {"c0", "c1", "c2", "c3"} and seen(3) == {"c2", "c3"})
     assert seen(2) == {"c0", "c1", "c3"} and seen(3) == {"c2", "c3"} and seen(4) == {"c2", "c3"}

@@ -424,7 +424,7 @@ def _status(args: argparse.Namespace) -> int:
         _print(workspace_status(settings.workspace, settings.milvus_uri()), args.json)
         return 0
     catalog = WorkspaceCatalog(settings, args.workspaces_root)
-    if not catalog.root.is_dir():
+    if catalog.root is None or not catalog.root.is_dir():
         raise FileNotFoundError(f"{args.workspaces_root} is not a folder of workspaces")
     rows = [catalog.summary(name) for name in catalog.names()]
     if args.json:

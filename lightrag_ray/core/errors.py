@@ -11,8 +11,9 @@ MAX_CHARS = 300
 def short_error(exc: BaseException) -> str:
     """One line naming what failed: the root cause of a remote (Ray) error, its first
     line, without ANSI codes, cut to ``MAX_CHARS``."""
-    while getattr(exc, "cause", None) is not None and exc.cause is not exc:  # RayTaskError wraps the cause
-        exc = exc.cause
+    cause = getattr(exc, "cause", None)  # RayTaskError wraps the cause
+    while isinstance(cause, BaseException) and cause is not exc:
+        exc, cause = cause, getattr(cause, "cause", None)
     text = _ANSI.sub("", str(exc))
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     first = lines[0] if lines else ""

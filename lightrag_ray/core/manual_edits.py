@@ -101,7 +101,7 @@ def relation_rows(rows: list[dict[str, Any]], fields: dict[str, Any], template: 
         by_chunk.setdefault(row["chunk_id"], []).append(row)
     first = rows[0] if rows else template
     chunks = _chunks(fields, rows)
-    changes = {k: fields[k] for k in ("description", "keywords", "file_path") if k in fields}
+    changes: dict[str, Any] = {k: fields[k] for k in ("description", "keywords", "file_path") if k in fields}
     if "weight" in fields:
         changes["weight"] = fields["weight"] / len(chunks)
     return [{**row, **changes, "chunk_id": chunk} for chunk in chunks for row in by_chunk.get(chunk, [first])]

@@ -216,10 +216,11 @@ def _json_records(value: Any) -> list[tuple[str | None, Any]]:
     """(kind, item) pairs a decoded JSON value holds; empty when it is not extraction output."""
     if isinstance(value, list):
         hit = any(isinstance(v, dict) and _record_kind(_lower_keys(v)) for v in value)
-        return [(None, v) for v in value] if hit else []
+        return [(None, item) for item in value] if hit else []
     if not isinstance(value, dict):
         return []
-    lowered, pairs = _lower_keys(value), []
+    lowered = _lower_keys(value)
+    pairs: list[tuple[str | None, Any]] = []
     for key, kind in _LIST_KEYS.items():
         items = lowered.get(key)
         if items is not None:

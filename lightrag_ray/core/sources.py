@@ -67,7 +67,8 @@ def plan_reads(listed: list[Listed], known: list[Row], settled: set[str]) -> tup
     recorded: dict[str, list[Row]] = {}
     for row in known:
         recorded.setdefault(row["file"], []).append(row)
-    read, alone = [], []
+    read: list[Listed] = []
+    alone: list[Listed] = []
     for item in listed:
         rows = recorded.get(item.file, [])
         same = bool(rows) and all(r["size"] == item.size and r["mtime_ns"] == item.mtime_ns

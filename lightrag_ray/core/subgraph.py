@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lightrag_ray.core.graph.contract import AwaitedGraph
 from lightrag_ray.core.names import entity_key
 
 
@@ -50,7 +51,7 @@ def _knowledge_graph(entities: list[dict[str, Any]], relations: list[dict[str, A
     }
 
 
-async def subgraph(graph: Any, label: str, max_depth: int, max_nodes: int) -> dict[str, Any]:
+async def subgraph(graph: AwaitedGraph, label: str, max_depth: int, max_nodes: int) -> dict[str, Any]:
     """Entities within ``max_depth`` hops of ``label`` (breadth first, at most ``max_nodes``),
     one parallel shard round per hop; ``label="*"`` gives the best-connected entities.
     ``graph``: the awaited READ operations of the graph contract (a ShardReader)."""

@@ -24,7 +24,8 @@ from lightrag_ray.config import EmbeddingConfig
 from lightrag_ray.models.embedding import make_embedder
 from lightrag_ray.ray_runtime import niceness_options
 from lightrag_ray.storage.vector_owner import VectorSink
-from lightrag_ray.storage.vectors import VectorWriter, vector_rows
+from lightrag_ray.storage.vector_contract import VectorStore
+from lightrag_ray.storage.vectors import vector_rows
 
 Item = dict[str, Any]  # kind, id, text, meta (JSON)
 LOG = logging.getLogger("ray.serve")  # KeptEmbeddingPool's users are Serve replicas: their log
@@ -37,7 +38,7 @@ class EmbedWorker:
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.embedder = make_embedder(EmbeddingConfig.model_validate(config))
-        self.writers: dict[VectorSink, VectorWriter] = {}
+        self.writers: dict[VectorSink, VectorStore] = {}
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return self.embedder.embed(texts)
@@ -86,7 +87,7 @@ class EmbeddingPool:
         return view
 
     def _start_worker(self) -> Any:
-        return EmbedWorker.options(**self.options).remote(self.config)
+        return EmbedWorker.options(**self.options).remote(self.config)  # type: ignore[attr-defined]  # (Ray adds it)
 
     def revive(self) -> int:
         """Replace the workers that are dead for good (Ray restarts a worker at most 3 times;

@@ -40,6 +40,7 @@ from lightrag_ray.index.stages.read import ReadFiles, path_batches
 from lightrag_ray.index.stages.summarise import ApplySummaries, SummarizeItems, pending_partitions, summarise_in_process
 from lightrag_ray.ray_runtime import actor_pool
 from lightrag_ray.storage.extraction_cache import CacheIndex, extraction_fingerprint
+from lightrag_ray.storage.graph.handles import ShardHandles
 from lightrag_ray.storage.run_files import RunFiles
 from lightrag_ray.storage.vector_owner import VectorSink
 
@@ -71,9 +72,9 @@ class RunParts:
 
     settings: Settings
     run: RunFiles
-    shards: Any  # ShardHandles
+    shards: ShardHandles | None  # set once the run opened its shards (graph)
     embed_workers: list[Any]
-    sink: VectorSink | None
+    sink: VectorSink | None  # set once the run opened its vector store (vector_sink)
     embed_batch: int
     task_args: dict[str, Any]  # num_cpus and runtime env of the run's tasks
     display_names: dict[str, str]
@@ -81,6 +82,20 @@ class RunParts:
     display_kind: str = "text"  # the source kind of display-named files (index.stages.read.ReadFiles)
     relative_to: str | None = None  # a folder whose files are named by their path inside it (a scan)
     stamp: ChunkStamp = ChunkStamp()  # the graph version the run's chunk vectors are seen from
+
+    @property
+    def graph(self) -> ShardHandles:
+        """The run's graph shards."""
+        if self.shards is None:
+            raise RuntimeError("the run's graph shards are not open yet")
+        return self.shards
+
+    @property
+    def vector_sink(self) -> VectorSink:
+        """Where the run's vectors go."""
+        if self.sink is None:
+            raise RuntimeError("the run's vector store is not open yet")
+        return self.sink
 
     def reader(self) -> ReadFiles:
         """The read stage of this run."""
@@ -147,7 +162,7 @@ class InProcess:
         """Merge counts per batch; chunk vectors are computed beside extraction (``embedded``
         hears of each stored batch; all are stored when the generator ends or is closed)."""
         parts = self.parts
-        merge = MergeIntoShards(parts.shards, parts.run)
+        merge = MergeIntoShards(parts.graph, parts.run)
         embedding = ChunkVectors(parts, embedded)
         stage = extraction_stage(self.settings)(settings=self.settings.model_dump(), earlier_parts=parts.cache_parts)
         try:
@@ -159,7 +174,7 @@ class InProcess:
             embedding.wait_all()
 
     def summarise(self) -> dict[str, int]:
-        return summarise_in_process(self.settings, self.parts.shards)
+        return summarise_in_process(self.settings, self.parts.graph)
 
 
 class ChunkVectors:
@@ -167,7 +182,8 @@ class ChunkVectors:
     actors (which store them), at most two per actor in flight; ``done`` hears of each."""
 
     def __init__(self, parts: RunParts, done: Callable[[int], None]) -> None:
-        self.parts, self.done, self.refs = parts, done, []
+        self.parts, self.done = parts, done
+        self.refs: list[Any] = []
         self.limit = 2 * max(1, len(parts.embed_workers))
         self.turn = itertools.cycle(parts.embed_workers)
 
@@ -175,7 +191,7 @@ class ChunkVectors:
         size = self.parts.embed_batch
         for start in range(0, len(chunks), size):
             items = [self.parts.stamp.item(row) for row in chunks[start : start + size]]
-            self.refs.append(next(self.turn).embed_and_store.remote(items, self.parts.sink))
+            self.refs.append(next(self.turn).embed_and_store.remote(items, self.parts.vector_sink))
             while len(self.refs) > self.limit:
                 self._collect(1)
 
@@ -235,7 +251,7 @@ class RayDataPools:
         parts = self.parts
         ds = _dataset_of([{"path": path} for path in paths])
         ds = ds.map_batches(batch_task(ReadParts(parts.run)), batch_format="pandas", **parts.task_args)
-        embed = EmbedChunksThrough(parts.embed_workers, parts.sink, parts.embed_batch, parts.stamp)
+        embed = EmbedChunksThrough(parts.embed_workers, parts.vector_sink, parts.embed_batch, parts.stamp)
         return ds.map_batches(batch_task(embed), batch_format="pandas", **parts.task_args)
 
     def chunk(self, files: list[Row]) -> Iterator[Row]:
@@ -257,7 +273,7 @@ class RayDataPools:
                 fn_constructor_kwargs={"settings": parts.settings_dict, "earlier_parts": parts.cache_parts},
                 batch_size=llm.max_concurrency, batch_format="pandas",
                 **actor_pool(ex.actors, ex.num_cpus, ex.num_gpus), **_runtime(parts.task_args))
-            ds = ds.map_batches(batch_task(MergeIntoShards(parts.shards, parts.run)), batch_format="pandas",
+            ds = ds.map_batches(batch_task(MergeIntoShards(parts.graph, parts.run)), batch_format="pandas",
                                 **parts.task_args)
             for row in ds.iter_rows():
                 embedded(int(row["chunks_merged"]))  # a chunk's vector is stored before it is extracted
@@ -268,12 +284,12 @@ class RayDataPools:
         totals = {"summaries": 0, "summaries_failed": 0}
         if parts.settings.llm.backend == "none":
             return totals
-        refs = pending_partitions(parts.shards, parts.settings, parts.task_args)
+        refs = pending_partitions(parts.graph, parts.settings, parts.task_args)
         ds = ray.data.from_pandas_refs(refs).map_batches(
             pool_of(SummarizeItems), fn_constructor_kwargs={"settings": parts.settings_dict},
             batch_size=parts.settings.llm.max_concurrency, batch_format="pandas",
             **actor_pool(ex.actors, ex.num_cpus, ex.num_gpus), **_runtime(parts.task_args))
-        ds = ds.map_batches(batch_task(ApplySummaries(parts.shards)), batch_format="pandas", **parts.task_args)
+        ds = ds.map_batches(batch_task(ApplySummaries(parts.graph)), batch_format="pandas", **parts.task_args)
         for row in ds.iter_rows():
             for key in totals:
                 totals[key] += int(row[key])
@@ -298,7 +314,7 @@ class Processors(RayDataPools):
         rows = [row for batch in _run_chunks(parts.run, 1024) for row in batch]
         embedding = ChunkVectors(parts, embedded)
         embedding.submit(rows)
-        merge = MergeIntoShards(parts.shards, parts.run)
+        merge = MergeIntoShards(parts.graph, parts.run)
         try:
             cached = CacheIndex(parts.run.workspace, extraction_fingerprint(parts.settings)).lookup(rows)
             if cached:
@@ -311,10 +327,10 @@ class Processors(RayDataPools):
 
     def summarise(self) -> dict[str, int]:
         graph = self.parts.settings.graph
-        todo = self.parts.shards.pending_summaries(graph.summary_max_fragments, graph.summary_max_tokens)
+        todo = self.parts.graph.pending_summaries(graph.summary_max_fragments, graph.summary_max_tokens)
         if not todo:
             return {"summaries": 0, "summaries_failed": 0}
-        return ApplySummaries(self.parts.shards)(self.runs.summarize(todo))[0]
+        return ApplySummaries(self.parts.graph)(self.runs.summarize(todo))[0]
 
 
 class EmbedChunksThrough(EmbedChunks):

@@ -40,7 +40,8 @@ from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph.writer import GraphRouter, WriteJob
 from lightrag_ray.storage.run_files import RunFiles, new_run_id, remove_stale_runs, stale_chunk_parts
 from lightrag_ray.storage.vector_owner import VectorSink, open_vector_sink
-from lightrag_ray.storage.vectors import VectorWriter, delete_graph_vectors, is_server_uri, retire_vectors
+from lightrag_ray.storage.vector_contract import VectorStore
+from lightrag_ray.storage.vectors import delete_graph_vectors, is_server_uri, retire_vectors
 from lightrag_ray.storage.workspace import Workspace
 
 CANCELLED = "cancelled on request"
@@ -227,7 +228,7 @@ class IndexRun:
                     self._finish_vectors(sink_writer)
                     sink_writer = None
                 else:  # the caller's store stays open, and its lookups go on: the run's rows are flushed
-                    parts.sink.flush()
+                    parts.vector_sink.flush()
                 self._commit(router)
             self._finish(parts.run)
         finally:
@@ -282,7 +283,7 @@ class IndexRun:
         if not sync.removes:
             return
         router.remove_chunks(sync.graph_chunks)
-        sink, ids = parts.sink, sync.vector_chunks
+        sink, ids = parts.vector_sink, sync.vector_chunks
         if job is None:  # before the new versions' vectors
             sink.delete("chunks", ids)
         else:
@@ -305,7 +306,7 @@ class IndexRun:
         extractions stay cached."""
         rows = parts.run.read("chunks", RUN_CHUNK_IDS).to_pylist()
         ids = [row["chunk_id"] for row in rows if row["doc_id"] not in parts.stamp.moved_docs]
-        return functools.partial(parts.sink.delete, "chunks", ids)
+        return functools.partial(parts.vector_sink.delete, "chunks", ids)
 
     def _finish_sync(self, sync: SourceSync) -> None:
         sync.finish()
@@ -317,7 +318,7 @@ class IndexRun:
         self.report.stage_seconds[step] = round(now - self._step_started, 2)
         self._step_started = now
 
-    def _chunk(self, executor: Any, files: list[str]) -> None:
+    def _chunk(self, executor: Any, files: list[dict[str, Any]]) -> None:
         """Pass 1: documents read, the new ones chunked into the run's chunk table."""
         progress = StageProgress(self.say, "chunking", None, "documents")
         for counts in executor.chunk(files):
@@ -359,13 +360,13 @@ class IndexRun:
     def _embed_graph(self, parts: executors.RunParts, job: WriteJob | None) -> None:
         """The changed entities and relations embedded and stored, removed ones deleted (once
         the ``job`` is published: its readers may still find them until then)."""
-        total = parts.shards.change_count()
+        total = parts.graph.change_count()
         progress = StageProgress(self.say, "embedding entities and relations", total, "texts")
-        counts = embed_graph_changes(parts.shards, parts.embed_workers, parts.sink, parts.embed_batch,
+        counts = embed_graph_changes(parts.graph, parts.embed_workers, parts.vector_sink, parts.embed_batch,
                                      self.task_args, progress.advance, delete=job is None)
         self.report.vectors_upserted += counts.vectors
         if job is not None and counts.removed:
-            sink = parts.sink
+            sink = parts.vector_sink
 
             def delete() -> None:
                 with sink.writing() as writer:
@@ -388,7 +389,7 @@ class IndexRun:
             self.say(f"linked name variants: {self.report.alias_links} alias links ({time.monotonic() - started:.1f} s)")
         self._timed("aliases")
 
-    def _finish_vectors(self, writer: VectorWriter) -> None:
+    def _finish_vectors(self, writer: VectorStore) -> None:
         """Close the run's own vector writer. A Milvus Lite owner then flushes and indexes
         the run's vectors alone (docs/configuration.md: past ~50k vectors, as long as their
         embedding, and growing faster); a server's client closes at once."""
@@ -434,7 +435,7 @@ class IndexRun:
                              "(lightrag_ray.service.indexing.index_paths does)")
         return self.open_graph(self.settings, self.report.chunks)
 
-    def _vector_sink(self, pool: EmbeddingPool) -> tuple[VectorSink, VectorWriter | None]:
+    def _vector_sink(self, pool: EmbeddingPool) -> tuple[VectorSink, VectorStore | None]:
         """Where the embedding actors store vectors: the caller's, or one opened for this run
         (with the writer that owns it, closed by the run). The model's dimension must be the
         one the workspace's vectors were stored with."""

@@ -118,11 +118,11 @@ def _shared_gguf_reader() -> Iterator[None]:
         return readers[key]
 
     with _GGUF_LOAD_LOCK:
-        gguf.GGUFReader = reader  # type: ignore[assignment,misc]
+        gguf.GGUFReader = reader
         try:
             yield
         finally:
-            gguf.GGUFReader = original  # type: ignore[misc]
+            gguf.GGUFReader = original
 
 
 def _dtype_for(device: str) -> Any:

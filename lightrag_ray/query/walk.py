@@ -40,9 +40,10 @@ MAX_CHUNKS = 300
 ENTITY_RANK_POWER = 0.5  # entities: visits / n_passages ** this (0: 23 entities in the budget, 0.5: 30)
 
 
-async def name_candidates(vectors: VectorIndex, names: list[str], name_vectors: np.ndarray) -> list[tuple[str, str, float]]:
+async def name_candidates(vectors: VectorIndex, names: list[str],
+                          name_vectors: np.ndarray | None) -> list[tuple[str, str, float]]:
     """Per name: its own entity key, and the key and similarity of the nearest entity."""
-    if not names:
+    if not names or name_vectors is None:
         return []
     hits = await vectors.search("entities", name_vectors, 1, ["key"])
     return [(entity_key(name), found[0]["key"], float(found[0]["score"])) if found else (entity_key(name), "", 0.0)
@@ -122,7 +123,7 @@ def passage_seeds(hits: list[dict[str, Any]], weights: WalkWeights) -> dict[str,
 
 
 async def walk_ranking(vectors: VectorIndex, graph: GraphLookup, question_vector: Any, names: list[str],
-                       name_vectors: np.ndarray, top_k: int, weights: WalkWeights = WalkWeights(),
+                       name_vectors: np.ndarray | None, top_k: int, weights: WalkWeights = WalkWeights(),
                        version: int | None = None) -> WalkRanking:
     """The ``top_k`` passage ids for a question (its vector, the entity names in it and their
     vectors), best first, and the entities the walk visited, most visited first; ``version``:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from copy import copy
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple, cast
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
 
@@ -75,7 +75,8 @@ def _query_fields() -> dict[str, tuple[Any, Any]]:
     return fields
 
 
-_QueryFields = create_model("_QueryFields", __base__=_Question, __module__=__name__, **_query_fields())
+# Fields made at import time from QueryParam: a type checker sees an open model (Any).
+_QueryFields: Any = cast(Any, create_model)("_QueryFields", __base__=_Question, __module__=__name__, **_query_fields())
 
 
 class QueryRequest(_QueryFields):

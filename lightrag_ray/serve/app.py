@@ -213,18 +213,18 @@ def build_app(args: AppArgs) -> Application:
     """The whole application: Ingress -> (Embedder, LLM, workspace owner)."""
     settings = app_settings(args)
     dumped = settings.model_dump()
-    embedder = EmbedderDeployment.bind(settings.embedding.model_dump(), args.embed_max_batch_size, args.embed_batch_wait_s)
-    llm = LLMDeployment.bind(settings.llm.model_dump())
+    embedder = EmbedderDeployment.bind(settings.embedding.model_dump(), args.embed_max_batch_size, args.embed_batch_wait_s)  # type: ignore[attr-defined]  # (Ray adds it)
+    llm = LLMDeployment.bind(settings.llm.model_dump())  # type: ignore[attr-defined]  # (Ray adds it)
     root = str(Path(args.workspaces_root).resolve()) if args.workspaces_root else None
-    owner = WorkspaceDeployment.bind(dumped, embedder, root, args.default_workspace, args.max_open_workspaces,
+    owner = WorkspaceDeployment.bind(dumped, embedder, root, args.default_workspace, args.max_open_workspaces,  # type: ignore[attr-defined]  # (Ray adds it)
                                      args.max_open_memory_mb)
     access = Access(args.api_key or os.environ.get(API_KEY_ENV) or None, int(args.max_body_mb * 1024 * 1024),
                     bind_keys(args.workspace_keys))
     ingress = Ingress
     if args.ingress_replicas is not None:
-        ingress = ingress.options(num_replicas=args.ingress_replicas, autoscaling_config=None)
+        ingress = ingress.options(num_replicas=args.ingress_replicas, autoscaling_config=None)  # type: ignore[attr-defined]  # (Ray adds it)
     if args.ingress_max_replicas_per_node is not None:
-        ingress = ingress.options(max_replicas_per_node=args.ingress_max_replicas_per_node)
+        ingress = ingress.options(max_replicas_per_node=args.ingress_max_replicas_per_node)  # type: ignore[attr-defined]  # (Ray adds it)
     input_dir = args.input_dir if not args.input_dir or "://" in args.input_dir else str(Path(args.input_dir).resolve())
-    return ingress.bind(dumped, embedder, llm, owner, access, tuple(args.cors_origins), args.webui, input_dir,
+    return ingress.bind(dumped, embedder, llm, owner, access, tuple(args.cors_origins), args.webui, input_dir,  # type: ignore[attr-defined]  # (Ray adds it)
                         root is not None, args.max_open_workspaces)

@@ -52,7 +52,8 @@ def _invalid_body(fallback: Handler) -> Handler:
     async def handle(request: Request, exc: Exception) -> Response:
         if not is_ollama_path(route_path(request.scope)):
             return await fallback(request, exc)
-        return JSONResponse({"error": validation_message(list(exc.errors()))[0]}, 400)
+        errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+        return JSONResponse({"error": validation_message(list(errors))[0]}, 400)
 
     return handle
 

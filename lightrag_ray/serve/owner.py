@@ -23,6 +23,7 @@ from ray import serve
 
 from lightrag_ray.config import Settings
 from lightrag_ray.index.embedding_pool import KeptEmbeddingPool
+from lightrag_ray.core.transport import Remote
 from lightrag_ray.query.stores import ThreadedVectorIndex
 from lightrag_ray.ray_runtime import BACKGROUND_NICENESS, lower_thread_priority, named_actor
 from lightrag_ray.serve.deployments import SERVING, STOPPING, BlockingHandleEmbedder
@@ -35,6 +36,7 @@ from lightrag_ray.service.workspaces import (
     WorkspaceCatalog,
 )
 from lightrag_ray.storage.graph.actor import shard_actor_name
+from lightrag_ray.storage.vector_contract import READ_METHODS, AwaitedVectorReads
 
 WORKSPACE_REFUSALS = (UnknownWorkspace, InvalidWorkspaceName, NoRoomForWorkspace)
 ROOM_WAIT_S = 30.0
@@ -74,20 +76,16 @@ class _RefusalRaising:
         return result
 
 
-class HandleVectorIndex:
-    """VectorIndex (query.stores) over the owner, for one workspace: the way to a Milvus Lite
-    file, which only its owner's process may open."""
+class HandleVectorIndex(AwaitedVectorReads):
+    """The vector reads (storage.vector_contract) of one workspace through the owner: the way to
+    a Milvus Lite file, which only its owner's process may open."""
 
     def __init__(self, handle: Any, name: str) -> None:
         self.handle = handle
         self.name = name
 
-    async def search(self, kind: str, vectors: Any, top_k: int, output_fields: list[str],
-                     version: int | None = None) -> list[list[dict[str, Any]]]:
-        return await self.handle.search.remote(self.name, kind, vectors, top_k, output_fields, version)
-
-    async def get(self, kind: str, ids: list[str], output_fields: list[str]) -> list[dict[str, Any]]:
-        return await self.handle.get.remote(self.name, kind, ids, output_fields)
+    async def run(self, method: Remote[..., Any], *args: Any) -> Any:
+        return await self.handle.vectors.remote(self.name, method.name, *args)
 
 
 def shards_alive(settings: Settings) -> bool:
@@ -263,16 +261,14 @@ class WorkspaceDeployment:
             return Refused(exc)
         return {"name": hosted.name, "epoch": hosted.epoch, "settings": hosted.service.settings.model_dump()}
 
-    async def search(self, name: str, kind: str, vectors: Any, top_k: int, output_fields: list[str],
-                     version: int | None = None):
-        """Vector search in a workspace's Milvus (Lite) store, which this replica owns."""
+    async def vectors(self, name: str, method: str, *args: Any) -> Any:
+        """A vector read (``search``, ``get``: storage.vector_contract) in a workspace's Milvus
+        (Lite) store, which this replica owns."""
+        if method not in READ_METHODS:
+            raise AttributeError(f"readers may not call the vector store's {method!r}")
         hosted = await self._hosted(name)
-        return await ThreadedVectorIndex(hosted.service.vectors).search(kind, vectors, top_k, output_fields, version)
-
-    async def get(self, name: str, kind: str, ids: list[str], output_fields: list[str]):
-        """Stored rows by id from a workspace's Milvus (Lite) store, which this replica owns."""
-        hosted = await self._hosted(name)
-        return await ThreadedVectorIndex(hosted.service.vectors).get(kind, ids, output_fields)
+        index = ThreadedVectorIndex(hosted.service.vectors)
+        return await getattr(index, method)(*args)
 
     async def workspaces(self) -> list[dict[str, Any]]:
         """Every workspace: name, counts, whether it is open now."""

@@ -53,7 +53,7 @@ class Space:
                 vectors: VectorIndex = HandleVectorIndex(source.owner, self.name)
                 if self.opened.vectors is not None:  # a Milvus server: searched from here
                     vectors = ThreadedVectorIndex(self.opened.vectors)
-                self.query_engine = QueryEngine(self.opened.settings, source.embedder, vectors, self.opened.reader,
+                self.query_engine = QueryEngine(self.opened.settings, source.embedder, vectors, self.opened.graph_reader(),
                                                 source.llm)
         return self.query_engine
 

@@ -10,12 +10,13 @@ from lightrag_ray.models.embedding import Embedder
 from lightrag_ray.storage import chunk_table, doc_status, sources
 from lightrag_ray.storage.graph.writer import GraphRouter
 from lightrag_ray.storage import manifest as manifests
-from lightrag_ray.storage.vectors import VectorWriter, delete_graph_vectors, retire_vectors, write_graph_changes
+from lightrag_ray.storage.vector_contract import VectorStore
+from lightrag_ray.storage.vectors import delete_graph_vectors, retire_vectors, write_graph_changes
 from lightrag_ray.storage.workspace import Workspace
 
 
 def delete_documents(
-    workspace: Workspace, router: GraphRouter, vectors: VectorWriter, embedder: Embedder, doc_ids: list[str],
+    workspace: Workspace, router: GraphRouter, vectors: VectorStore, embedder: Embedder, doc_ids: list[str],
     settings: Settings | None = None,
 ) -> dict[str, Any]:
     """Remove documents from status, chunks, graph, vectors and sources in one pass (the chunk
@@ -54,7 +55,7 @@ def delete_documents(
     }
 
 
-def _delete_vectors(vectors: VectorWriter, chunk_ids: list[str], removed_ids: list[str]) -> None:
+def _delete_vectors(vectors: VectorStore, chunk_ids: list[str], removed_ids: list[str]) -> None:
     """The deleted documents' chunk vectors and the removed items' vectors, once readers no longer see them."""
     vectors.delete("chunks", chunk_ids)
     delete_graph_vectors(vectors, removed_ids)

@@ -33,7 +33,8 @@ from lightrag_ray.core.subgraph import entity_properties, relation_properties
 from lightrag_ray.index.stages.summarise import summarise_changed
 from lightrag_ray.models.embedding import Embedder
 from lightrag_ray.storage.graph.writer import GraphRouter
-from lightrag_ray.storage.vectors import VectorWriter, delete_graph_vectors, write_graph_changes
+from lightrag_ray.storage.vector_contract import VectorStore
+from lightrag_ray.storage.vectors import delete_graph_vectors, write_graph_changes
 from lightrag_ray.storage.workspace import Workspace
 
 
@@ -47,7 +48,7 @@ def _name(name: str, what: str = "Entity") -> str:
 class GraphEditor:
     """Edit, create, delete and merge entities and relations of one workspace."""
 
-    def __init__(self, workspace: Workspace, router: GraphRouter, vectors: VectorWriter, embedder: Embedder,
+    def __init__(self, workspace: Workspace, router: GraphRouter, vectors: VectorStore, embedder: Embedder,
                  settings: Settings | None = None) -> None:
         """``settings``: whose LLM summarises descriptions an edit took over the limits (a
         merge of two entities); None: they stay joined until an insert touches them."""
@@ -88,11 +89,11 @@ class GraphEditor:
 
     def _entity_info(self, key: str) -> dict[str, Any]:
         """LightRAG's entity info: name, source ids and the graph's properties."""
-        props = entity_properties(self._entity(key))
+        props = entity_properties(_found(self._entity(key), key))
         return {"entity_name": props["entity_id"], "source_id": props["source_id"], "graph_data": props}
 
     def _relation_info(self, source: str, target: str) -> dict[str, Any]:
-        props = relation_properties(self._relation(entity_key(source), entity_key(target)))
+        props = relation_properties(_found(self._relation(entity_key(source), entity_key(target)), f"{source} -> {target}"))
         return {"src_entity": source, "tgt_entity": target, "source_id": props["source_id"], "graph_data": props}
 
     # ---- entities ---------------------------------------------------------------------
@@ -223,3 +224,10 @@ class GraphEditor:
         with self._write():
             self.router.drop([], [(a, b)])
         return f"Relation Delete: `{first}`~`{second}` deleted successfully"
+
+
+def _found(view: dict[str, Any] | None, name: str) -> dict[str, Any]:
+    """The view of an item the edit just wrote (it is there: the job published it)."""
+    if view is None:
+        raise KeyError(f"{name} is not in the graph after the edit")
+    return view

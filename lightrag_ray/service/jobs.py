@@ -93,7 +93,8 @@ class InsertJobs:
         Raises InsertRejected when no file holds a readable document.
         """
         track_id = new_track_id(prefix)
-        rows, errors = [], []
+        rows: list[dict[str, Any]] = []
+        errors: list[dict[str, Any]] = []
         types = suffixes or [".txt" if as_text else PurePosixPath(name).suffix.lower() for name, _ in files]
         stored = [inbox_name(number, name, suffix) for number, ((name, _), suffix) in enumerate(zip(files, types))]
         for path, (name, data) in zip(stored, files):
@@ -104,7 +105,7 @@ class InsertJobs:
             raise InsertRejected(f"nothing to index: {reasons}")
         doc_ids = sorted({row["doc_id"] for row in rows})
         known = doc_status.load(self.workspace)
-        job = {
+        job: dict[str, Any] = {
             "track_id": track_id, "status": PENDING, "doc_ids": doc_ids, "files": {},
             "created": now(), "errors": [{"file_path": e["file_path"], "error": e["error"]} for e in errors],
             "report": None,

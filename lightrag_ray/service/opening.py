@@ -25,6 +25,7 @@ from lightrag_ray.ray_runtime import ensure_ray, named_actor
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph.reader import ShardReader
 from lightrag_ray.storage.graph.writer import GraphRouter
+from lightrag_ray.storage.vector_contract import VectorStore
 from lightrag_ray.storage.vector_owner import ActorVectorWriter, VectorSink, open_vector_sink
 from lightrag_ray.storage.vectors import is_server_uri, open_store
 from lightrag_ray.storage.workspace import Workspace
@@ -42,8 +43,26 @@ class OpenWorkspace:
     manifest: manifests.Manifest
     router: GraphRouter | None = None  # writer, session: the shard actors, owned
     reader: ShardReader | None = None  # reader, session
-    vectors: Any = None  # session, a reader of a Milvus server (MilvusStore); a writer given a dimension
+    vectors: VectorStore | None = None  # session, a reader of a Milvus server (MilvusStore); a writer given a dimension
     sink: VectorSink | None = None  # a writer given a dimension: where embedding actors store vectors
+
+    def graph_reader(self) -> ShardReader:
+        """The readers' handle on the shards (opened for a reader or a session)."""
+        if self.reader is None:
+            raise RuntimeError("this workspace was opened without a graph reader (role 'writer')")
+        return self.reader
+
+    def graph_writer(self) -> GraphRouter:
+        """The writer's router (opened for a writer or a session)."""
+        if self.router is None:
+            raise RuntimeError("this workspace was opened without the shards' router (role 'reader')")
+        return self.router
+
+    def vector_store(self) -> VectorStore:
+        """The vector store opened in this process."""
+        if self.vectors is None:
+            raise RuntimeError("this workspace was opened without a vector store in this process")
+        return self.vectors
 
     def close(self) -> None:
         """Stop the shard actors this process owns and release the vector store."""
@@ -58,7 +77,7 @@ def vector_owner_name(workspace_uri: str) -> str:
     return f"vectors-{hashlib.md5(workspace_uri.encode()).hexdigest()[:10]}"
 
 
-def kept_vector_sink(settings: Settings, dim: int, keep_alive: bool) -> tuple[VectorSink, Any]:
+def kept_vector_sink(settings: Settings, dim: int, keep_alive: bool) -> tuple[VectorSink, VectorStore]:
     """A writer's vector sink and store: a Milvus server's client, or the actor owning the Lite
     file, searchable (it answers the Serve app's lookups); ``keep_alive``: detached and named, so
     it outlives a crashed owner, whose successor attaches to it."""
@@ -107,11 +126,13 @@ def open_workspace(settings: Settings, role: Role, *, keep_alive: bool = False,
         raise FileNotFoundError(f"{settings.workspace} holds no index yet; run `lightrag-ray index` first")
     if embedding_dim is not None:
         manifests.check_embedding_dim(manifest, embedding_dim, settings.embedding.model)
-    if manifest.num_shards is None:  # a new workspace
-        manifest = manifest.model_copy(update={"num_shards": settings.graph.shards_for(chunks)})
+    num_shards = manifest.num_shards
+    if num_shards is None:  # a new workspace
+        num_shards = settings.graph.shards_for(chunks)
+        manifest = manifest.model_copy(update={"num_shards": num_shards})
         if role == "writer":
             manifests.save(workspace, manifest)
-    settings = with_shards(settings, manifest.num_shards)
+    settings = with_shards(settings, num_shards)
     opened = OpenWorkspace(settings, workspace, manifest)
     ensure_ray(settings)
     # A writer's store is opened here only for a caller that keeps it (the Serve app's owner);

@@ -34,11 +34,11 @@ class LocalSession:
             self.opened.close()
             raise
         self.settings = self.opened.settings
-        self.graph = self.opened.router  # the writer's handle: the process owns the shard actors
-        self.vectors = self.opened.vectors
+        self.graph = self.opened.graph_writer()  # the writer's handle: the process owns the shard actors
+        self.vectors = self.opened.vector_store()
         self.llm = make_llm_client(settings.llm) if settings.llm.backend != "none" else None
         self.engine = QueryEngine(self.settings, ThreadedEmbedder(self.embedder), ThreadedVectorIndex(self.vectors),
-                                  self.opened.reader, self.llm)
+                                  self.opened.graph_reader(), self.llm)
         self.runner = asyncio.Runner()
 
     def run(self, work: Coroutine[Any, Any, T]) -> T:

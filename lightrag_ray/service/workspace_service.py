@@ -55,7 +55,7 @@ class WorkspaceService(InsertJobs):
         self.owns_pool = embedding_pool is None
         super().__init__(self.opened.settings, self.opened.workspace, self.opened.router, self.opened.sink,
                          embedding_pool or KeptEmbeddingPool(settings.embedding))
-        self.vectors = self.opened.vectors  # deletes and graph edits write, and Lite lookups read, through it
+        self.vectors = self.opened.vector_store()  # deletes and graph edits write, and Lite lookups read, through it
         self.embedder = embedder  # deletes and graph edits; insert jobs embed with ``embedding_pool``
         quiet_ray_data(not settings.ray.verbose)  # job progress goes to LOG, not Ray Data's bars
 

@@ -16,65 +16,32 @@ import psutil
 import ray
 
 from lightrag_ray.config import Settings
-from lightrag_ray.storage.vectors import MilvusStore, VectorWriter, is_server_uri
+from lightrag_ray.core.transport import Remote
+from lightrag_ray.storage.vector_contract import VectorCalls, VectorStore
+from lightrag_ray.storage.vectors import MilvusStore, is_server_uri
 
 LITE_OWNER_CPUS = 0.1  # the actor that owns a Milvus Lite file: mostly idle between upserts and lookups
 
 
 @ray.remote
-class VectorStoreActor:
-    """The single owner of a Milvus Lite file (a server is written directly)."""
-
-    def __init__(self, uri: str, dim: int, prefix: str = "lightrag", token: str = "", db_name: str = "default",
-                 searchable: bool = False):
-        self.store = MilvusStore(uri, dim, prefix, token, db_name, searchable=searchable)
-
-    def upsert(self, kind: str, rows: list[dict[str, Any]]) -> int:
-        return self.store.upsert(kind, rows)
-
-    def delete(self, kind: str, ids: list[str]) -> None:
-        self.store.delete(kind, ids)
-
-    def flush(self) -> None:
-        self.store.flush()
-
-    def search(self, kind: str, vectors: Any, top_k: int, filter: str, output_fields: list[str]) -> list[list[dict[str, Any]]]:
-        return self.store.search(kind, vectors, top_k, filter, output_fields)
-
-    def get(self, kind: str, ids: list[str], output_fields: list[str]) -> list[dict[str, Any]]:
-        return self.store.get(kind, ids, output_fields)
+class VectorStoreActor(MilvusStore):
+    """The single owner of a Milvus Lite file (a server is written directly): a MilvusStore in
+    its own process, whose VectorStore methods ActorVectorWriters call."""
 
     def memory(self) -> int:
         """This actor process's resident memory, in bytes."""
         return psutil.Process().memory_info().rss
 
-    def close(self) -> None:
-        self.store.close()
 
-
-class ActorVectorWriter:
-    """VectorWriter (and blocking search/get) over a VectorStoreActor; ``close`` stops the actor
-    when this writer owns it."""
+class ActorVectorWriter(VectorCalls):
+    """A VectorStore over a VectorStoreActor; ``close`` stops the actor when this writer owns it."""
 
     def __init__(self, actor: Any, owner: bool = True) -> None:
         self.actor = actor
         self.owner = owner
 
-    def upsert(self, kind: str, rows: list[dict[str, Any]]) -> int:
-        return ray.get(self.actor.upsert.remote(kind, rows))
-
-    def delete(self, kind: str, ids: list[str]) -> None:
-        ray.get(self.actor.delete.remote(kind, ids))
-
-    def flush(self) -> None:
-        ray.get(self.actor.flush.remote())
-
-    def search(self, kind: str, vectors: Any, top_k: int, filter: str = "",
-               output_fields: list[str] | None = None) -> list[list[dict[str, Any]]]:
-        return ray.get(self.actor.search.remote(kind, vectors, top_k, filter, output_fields or ["*"]))
-
-    def get(self, kind: str, ids: list[str], output_fields: list[str] | None = None) -> list[dict[str, Any]]:
-        return ray.get(self.actor.get.remote(kind, ids, output_fields or ["*"]))
+    def run(self, method: Remote[..., Any], *args: Any) -> Any:
+        return ray.get(getattr(self.actor, method.name).remote(*args))
 
     def memory_bytes(self) -> int:
         """Resident memory of the actor owning the Lite file."""
@@ -98,14 +65,14 @@ class VectorSink:
     db_name: str
     owner: Any = None
 
-    def open(self) -> VectorWriter:
+    def open(self) -> VectorStore:
         """A writer in this process (the owner's stays up when it is closed)."""
         if self.owner is not None:
             return ActorVectorWriter(self.owner, owner=False)
         return MilvusStore(self.uri, self.dim, self.prefix, self.token, self.db_name, searchable=False)
 
     @contextlib.contextmanager
-    def writing(self) -> Iterator[VectorWriter]:
+    def writing(self) -> Iterator[VectorStore]:
         """A writer in this process for the block (``open``, closed after it)."""
         writer = self.open()
         try:
@@ -121,11 +88,11 @@ class VectorSink:
     def flush(self) -> None:
         """Flush the rows the workers stored in a Lite file (MilvusStore.flush; a server needs none)."""
         if self.owner is not None:
-            ray.get(self.owner.flush.remote())
+            ActorVectorWriter(self.owner, owner=False).flush()
 
 
 def open_vector_sink(settings: Settings, dim: int, searchable: bool = False,
-                     actor_options: dict[str, Any] | None = None) -> tuple[VectorSink, VectorWriter]:
+                     actor_options: dict[str, Any] | None = None) -> tuple[VectorSink, VectorStore]:
     """The sink of ``settings``' vector store and a writer for this process: a server's client, or a
     new VectorStoreActor owning the Lite file (``searchable``: it also answers searches;
     ``actor_options``: Ray options of that actor, e.g. a name and a detached lifetime)."""
@@ -133,6 +100,6 @@ def open_vector_sink(settings: Settings, dim: int, searchable: bool = False,
     if is_server_uri(uri):
         sink = VectorSink(uri, dim, vec.collection_prefix, vec.token, vec.db_name)
         return sink, sink.open()
-    actor = VectorStoreActor.options(num_cpus=LITE_OWNER_CPUS, **(actor_options or {})).remote(
-        uri, dim, vec.collection_prefix, vec.token, vec.db_name, searchable)
+    actor = VectorStoreActor.options(num_cpus=LITE_OWNER_CPUS, **(actor_options or {})).remote(  # type: ignore[attr-defined]  # (Ray adds it)
+        uri, dim, vec.collection_prefix, vec.token, vec.db_name, searchable=searchable)
     return VectorSink(uri, dim, vec.collection_prefix, vec.token, vec.db_name, actor), ActorVectorWriter(actor)

@@ -13,11 +13,12 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from lightrag_ray.config import Settings
+from lightrag_ray.storage.vector_contract import Rows, VectorStore, Vectors
 
 KINDS = ("entities", "relations", "chunks")
 RELATION_META = ("source", "target", "source_key", "target_key", "keywords")
@@ -38,16 +39,6 @@ SERVER_INDEX = {"index_type": "HNSW", "metric_type": "COSINE", "params": {"M": 1
 LITE_COMFORTABLE_VECTORS = 50_000
 RETIRE_BATCH = 1024  # rows read back (with their vectors) and marked at a time by retire_vectors
 NEVER = 2**53  # the ``until`` of a row retired by a job that was undone: seen at every later version
-
-
-class VectorWriter(Protocol):
-    """Where indexing writes vectors: a MilvusStore, or the actor that owns a Lite file."""
-
-    def upsert(self, kind: str, rows: list[dict[str, Any]]) -> int: ...
-    def delete(self, kind: str, ids: list[str]) -> None: ...
-    def get(self, kind: str, ids: list[str], output_fields: list[str] | None = None) -> list[dict[str, Any]]: ...
-    def flush(self) -> None: ...
-    def close(self) -> None: ...
 
 
 def graph_vector_items(changes: dict[str, list[Any]]) -> list[dict[str, Any]]:
@@ -85,7 +76,7 @@ def visible_at(version: int) -> str:
             f"(until > {version} or not (exists until))")
 
 
-def retire_vectors(writer: VectorWriter, kind: str, ids: list[str], version: int | None) -> int:
+def retire_vectors(writer: VectorStore, kind: str, ids: list[str], version: int | None) -> int:
     """Mark the rows ``ids`` as gone from graph ``version`` on (``until``): readers of an older
     version still find them until the writer deletes them, once ``version`` is published
     (None: never, a job undone; an upsert without the field would keep Milvus Lite's old value).
@@ -106,13 +97,13 @@ def vector_rows(items: list[dict[str, Any]], vectors: list[Any]) -> dict[str, li
     return rows
 
 
-def delete_graph_vectors(writer: VectorWriter, removed_ids: list[str]) -> None:
+def delete_graph_vectors(writer: VectorStore, removed_ids: list[str]) -> None:
     """Delete vectors of removed entities (ent-*) and relations (rel-*)."""
     for kind, prefix in (("entities", "ent-"), ("relations", "rel-")):
         writer.delete(kind, [i for i in removed_ids if i.startswith(prefix)])
 
 
-def write_graph_changes(writer: VectorWriter, embed: Callable[[list[str]], Any], changes: dict[str, list[Any]]) -> None:
+def write_graph_changes(writer: VectorStore, embed: Callable[[list[str]], Any], changes: dict[str, list[Any]]) -> None:
     """Bring the vectors in line with a graph change feed (GraphRouter.take_changes): changed
     entities and relations re-embedded with ``embed``; the removed ones are the caller's to
     delete (``delete_graph_vectors``, once its job is published: readers still find them)."""
@@ -150,7 +141,7 @@ def open_store(settings: Settings, dim: int) -> "MilvusStore":
 
 
 class MilvusStore:
-    """Upsert, delete and search vectors with deterministic string ids."""
+    """The VectorStore of Milvus Lite or a Milvus server, with deterministic string ids."""
 
     def __init__(self, uri: str, dim: int, prefix: str = "lightrag", token: str = "", db_name: str = "default",
                  searchable: bool = True):
@@ -237,14 +228,13 @@ class MilvusStore:
             for name in self.names.values():
                 self.client.flush(name)
 
-    def search(
-        self, kind: str, vectors: list[list[float]] | np.ndarray, top_k: int,
-        filter: str = "", output_fields: list[str] | None = None,
-    ) -> list[list[dict[str, Any]]]:
-        """For each query vector, hits as dicts with id, score and the requested fields."""
+    def search(self, kind: str, vectors: Vectors, top_k: int, output_fields: list[str] | None = None,
+               version: int | None = None) -> list[Rows]:
+        """For each query vector, hits as dicts with id, score and the requested fields
+        (VectorStore.search)."""
         data = np.asarray(vectors, dtype=np.float32).tolist()
         results = self.client.search(
-            self.names[kind], data=data, limit=top_k, filter=filter,
+            self.names[kind], data=data, limit=top_k, filter="" if version is None else visible_at(version),
             output_fields=output_fields or ["*"], search_params={"params": {"ef": max(SEARCH_EF, top_k)}},
         )
         return [[{"id": h["id"], "score": float(h["distance"]), **h.get("entity", {})} for h in hits] for hits in results]

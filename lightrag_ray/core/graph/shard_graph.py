@@ -142,18 +142,10 @@ class ShardGraph:
         self.live = self.published
 
     # ---- writes -------------------------------------------------------------------
-    def owns(self, key: str) -> bool:
-        """Whether this shard owns the entity ``key``."""
-        return self.live.owns(key)
-
-    def owns_edge(self, a: str, b: str) -> bool:
-        """Whether this shard is the owner of edge (a, b): the shard of the smaller key."""
-        return self.live.owns_edge(a, b)
-
     def _ensure_node(self, key: str) -> None:
         if not self._state.has_node(key):
             self._state.node_for_write(key)
-            owned = self.owns(key)
+            owned = self.live.owns(key)
             self._counts["entities"] += owned
             if owned:
                 self.aliases.created(key)
@@ -161,16 +153,16 @@ class ShardGraph:
     def _ensure_edge(self, a: str, b: str) -> None:
         if not self._state.has_edge(a, b):
             self._state.edge_for_write(a, b)
-            self._counts["relations"] += self.owns_edge(a, b)
+            self._counts["relations"] += self.live.owns_edge(a, b)
 
     def _remove_node(self, key: str) -> None:
         """Remove a node that has no edges left."""
-        self._counts["entities"] -= self.owns(key)
+        self._counts["entities"] -= self.live.owns(key)
         self._state.remove_node(key)
         self.aliases.removed(key, self._remember_aliases)
 
     def _remove_edge(self, a: str, b: str) -> None:
-        self._counts["relations"] -= self.owns_edge(a, b)
+        self._counts["relations"] -= self.live.owns_edge(a, b)
         self._state.remove_edge(a, b)
 
     def _mark_node(self, key: str, chunks: Any) -> None:
@@ -202,11 +194,11 @@ class ShardGraph:
             self._ensure_node(a)
             self._ensure_node(b)
             self._ensure_edge(a, b)
-            entry = RelationMention(row["keywords"], row["description"], float(row["weight"]),
-                                    row.get("file_path", ""), names[a], names[b])
-            fresh_edges.setdefault((a, b, row["chunk_id"]), []).append(entry)
-        for (a, b, chunk), mentions in fresh_edges.items():
-            self._state.edge_for_write(a, b)[chunk] = sorted(mentions)
+            said = RelationMention(row["keywords"], row["description"], float(row["weight"]),
+                                   row.get("file_path", ""), names[a], names[b])
+            fresh_edges.setdefault((a, b, row["chunk_id"]), []).append(said)
+        for (a, b, chunk), edge_mentions in fresh_edges.items():
+            self._state.edge_for_write(a, b)[chunk] = sorted(edge_mentions)
             self._mark_edge(a, b, (chunk,))
             self._edge_changed(a, b)
         self._fold_if_grown()
@@ -214,7 +206,7 @@ class ShardGraph:
     def _edge_changed(self, a: str, b: str) -> None:
         self._state.reweigh(a, b)
         self.dirty_edges.add(pair(a, b))
-        self.dirty_nodes.update(k for k in (a, b) if self.owns(k))
+        self.dirty_nodes.update(k for k in (a, b) if self.live.owns(k))
         self.live.forget_edge(a, b)
 
     def remove_chunks(self, chunk_ids: set[str]) -> None:
@@ -241,7 +233,7 @@ class ShardGraph:
                     del mentions[chunk]
                 self.dirty_nodes.add(key)
                 self.live.forget(key)
-            if not self._state.node(key).mentions and self._state.degree(key) == 0:
+            if not self._state.held_node(key).mentions and self._state.degree(key) == 0:
                 self._remove_node(key)
         self._fold_if_grown()
 
@@ -252,12 +244,12 @@ class ShardGraph:
         edges = {pair(a, b) for a, b in pairs if self._state.has_edge(a, b)}
         edges |= {pair(k, other) for k in gone for other in self._state.neighbors(k)}
         for a, b in sorted(edges):
-            self._mark_edge(a, b, self._state.edge(a, b).mentions)
+            self._mark_edge(a, b, self._state.held_edge(a, b).mentions)
             self._remove_edge(a, b)
             self.dirty_edges.add((a, b))
             self.live.forget_edge(a, b)
         for key in sorted(gone | {k for edge in edges for k in edge}):
-            node = self._state.node(key)
+            node = self._state.held_node(key)
             if key in gone or (not node.mentions and self._state.degree(key) == 0):
                 self._mark_node(key, node.mentions)
                 self._remove_node(key)
@@ -278,7 +270,7 @@ class ShardGraph:
             self._job.remember_aliases(key, self.aliases.links.get(key))
 
     def _exists(self, key: str) -> bool:
-        return self.owns(key) and self._state.has_node(key)
+        return self.live.owns(key) and self._state.has_node(key)
 
     def _alias_name(self, key: str) -> NameRow:
         return key, self.live.display_name(key), self._state.entity_chunks(key)
@@ -290,60 +282,23 @@ class ShardGraph:
     def block_members(self, blocks: list[str], limit: int) -> dict[str, list[NameRow]]:
         """Per block key (core.alias_rules), the owned entities in it as (key, display name,
         passages), at most ``limit + 1``."""
-        found = self.aliases.block_members(blocks, limit, lambda: (k for k in self._state.keys() if self.owns(k)),
+        found = self.aliases.block_members(blocks, limit, lambda: (k for k in self._state.keys() if self.live.owns(k)),
                                            self._exists)
         return {block: [self._alias_name(key) for key in keys] for block, keys in found.items()}
 
     def relink_all(self) -> None:
         """Every owned entity counts as new for the next alias pass (a workspace built before
         aliases existed)."""
-        self.aliases.relink(key for key in self._state.keys() if self.owns(key))
+        self.aliases.relink(key for key in self._state.keys() if self.live.owns(key))
 
     def set_aliases(self, verdicts: list[tuple[str, str, str | None]]) -> int:
         """Link (reason) or unlink (None) pairs of entity keys at their owned ends; returns how
         many links changed."""
-        return self.aliases.set(verdicts, self.owns, self._remember_aliases)
+        return self.aliases.set(verdicts, self.live.owns, self._remember_aliases)
 
     # ---- reads --------------------------------------------------------------------
-    # Readers' (the published graph):
-    def export(self) -> dict[str, list[dict[str, Any]]]:
-        """Every owned entity and owned relation, merged, in key order."""
-        return self.published.export()
-
-    def labels(self) -> list[str]:
-        """Display names of the owned entities."""
-        return self.published.labels()
-
-    def fetch(self, keys: list[str], pairs: list[tuple[str, str]]) -> dict[str, list[dict[str, Any]]]:
-        """Merged views of the owned entities ``keys`` and owned relations ``pairs``."""
-        return self.published.fetch(keys, pairs)
-
-    def neighborhood(self, keys: list[str], max_relations: int | None = None) -> dict[str, list[dict[str, Any]]]:
-        """The owned entities among ``keys`` and their incident relations (see ShardView.neighborhood)."""
-        return self.published.neighborhood(keys, max_relations)
-
-    def passage_entities(self, chunk_ids: list[str], keys: list[str], max_chunks: int) -> list[dict[str, Any]]:
-        """Owned entities of ``keys`` or of the passages ``chunk_ids``, with their passages
-        (see ShardView.passage_entities)."""
-        return self.published.passage_entities(chunk_ids, keys, max_chunks)
-
-    # The writer's (the live graph):
-    def entity(self, key: str) -> dict[str, Any]:
-        """The merged view of an entity this shard owns."""
-        return self.live.entity(key)
-
-    def relation(self, a: str, b: str) -> dict[str, Any]:
-        """The merged view of the relation between entity keys ``a`` and ``b``."""
-        return self.live.relation(a, b)
-
-    def entity_fragments(self, key: str) -> list[str]:
-        """Distinct description fragments of an entity, in chunk order."""
-        return self.live.entity_fragments(key)
-
-    def relation_fragments(self, a: str, b: str) -> list[str]:
-        """Distinct description fragments of a relation, in chunk order."""
-        return self.live.relation_fragments(a, b)
-
+    # Readers read ``published`` (a ShardView), the writer ``live``: the graph contract picks
+    # the view by an operation's access. The writer's reads that need more than a view:
     def counts(self) -> dict[str, int]:
         """Owned entities and owned relations (kept up to date by every write)."""
         return dict(self._counts)
@@ -361,12 +316,12 @@ class ShardGraph:
         about all their relations, as ``apply`` rows, from the live graph."""
         found = [k for k in dict.fromkeys(keys) if self._exists(k)]
         entities = [{"key": key, "chunk_id": chunk, **m._asdict()} for key in found
-                    for chunk, mentions in self._state.node(key).mentions.items() for m in mentions]
+                    for chunk, mentions in self._state.held_node(key).mentions.items() for m in mentions]
         relations = [
             {"source_key": a, "target_key": b, "source": m.name_a, "target": m.name_b, "chunk_id": chunk,
              "keywords": m.keywords, "description": m.description, "weight": m.weight, "file_path": m.file_path}
             for a, b in sorted({pair(k, other) for k in found for other in self._state.neighbors(k)})
-            for chunk, mentions in self._state.edge(a, b).mentions.items() for m in mentions
+            for chunk, mentions in self._state.held_edge(a, b).mentions.items() for m in mentions
         ]
         return {"found": found, "entities": entities, "relations": relations}
 
@@ -375,10 +330,10 @@ class ShardGraph:
         """(kind, keys, item id, fragments) of the changed items this shard owns, in key order."""
         for key in sorted(self.dirty_nodes):
             if self._exists(key):
-                yield "entity", (key,), entity_id(key), self.entity_fragments(key)
+                yield "entity", (key,), entity_id(key), self.live.entity_fragments(key)
         for a, b in sorted(self.dirty_edges):
-            if self.owns_edge(a, b) and self._state.has_edge(a, b):
-                yield "relation", (a, b), relation_id(a, b), self.relation_fragments(a, b)
+            if self.live.owns_edge(a, b) and self._state.has_edge(a, b):
+                yield "relation", (a, b), relation_id(a, b), self.live.relation_fragments(a, b)
 
     def _set_base(self, item: str, base: SummaryBase | None) -> None:
         if self._job is not None:
@@ -401,7 +356,7 @@ class ShardGraph:
                 if kind == "entity":
                     name = self.live.display_name(item[0])
                 else:
-                    view = self.relation(*item)
+                    view = self.live.relation(*item)
                     name = f"{view['source']} - {view['target']}"
                 base, parts = summary_input(fragments, self.summary_bases.get(item_id), self.summaries)
                 todo.append({"kind": kind, "name": name, "hash": digest, "base": base, "fragments": parts})
@@ -424,18 +379,18 @@ class ShardGraph:
         """Owned entities/relations changed since the last call (views, or ids of removed ones),
         in key order; with ``limit``, at most that many (in no set order), the others left for
         the next call."""
-        nodes = _take(self.dirty_nodes, self.owns, limit)
-        edges = _take(self.dirty_edges, lambda e: self.owns_edge(*e), None if limit is None else limit - len(nodes))
+        nodes = _take(self.dirty_nodes, self.live.owns, limit)
+        edges = _take(self.dirty_edges, lambda e: self.live.owns_edge(*e), None if limit is None else limit - len(nodes))
         upserts_e, upserts_r, removed = [], [], []
         for key in nodes:
             if self._state.has_node(key):
-                upserts_e.append(self.entity(key))
+                upserts_e.append(self.live.entity(key))
             else:
                 removed.append(entity_id(key))
                 self._set_base(removed[-1], None)
         for a, b in edges:
             if self._state.has_edge(a, b):
-                upserts_r.append(self.relation(a, b))
+                upserts_r.append(self.live.relation(a, b))
             else:
                 removed.append(relation_id(a, b))
                 self._set_base(removed[-1], None)
@@ -443,7 +398,7 @@ class ShardGraph:
 
     def change_count(self) -> int:
         """Owned items in the change feed."""
-        return sum(1 for key in self.dirty_nodes if self.owns(key)) + sum(1 for e in self.dirty_edges if self.owns_edge(*e))
+        return sum(1 for key in self.dirty_nodes if self.live.owns(key)) + sum(1 for e in self.dirty_edges if self.live.owns_edge(*e))
 
     # ---- persistence (storage/graph/snapshot.py) --------------------------------------------
     def unsaved_share(self) -> float:

@@ -38,7 +38,7 @@ def summary_input(
     """What to summarise: (base summary, fragments added since) when the base still fits
     ``fragments`` (none of its fragments removed), else ("", all fragments)."""
     summary = summaries.get(base.digest, "") if base is not None else ""
-    if not summary:
+    if base is None or not summary:
         return "", fragments
     keys = [fragment_key(f) for f in fragments]
     covered = set(base.covered)

@@ -106,6 +106,13 @@ class GraphState:
             mentions = self.tables.entity_mentions(key)
         return None if mentions is None else Node(mentions, self.owns(key))
 
+    def held_node(self, key: str) -> Node:
+        """The node of an entity the shard holds (KeyError if it holds none)."""
+        node = self.node(key)
+        if node is None:
+            raise KeyError(key)
+        return node
+
     def entity_chunks(self, key: str) -> list[str]:
         """The chunks that said something about entity ``key``, sorted (it must be held)."""
         found, mentions = self._layered_node(key)
@@ -128,6 +135,13 @@ class GraphState:
         if number is None:
             return None
         return Edge(self.tables.relation_mentions(number), float(self.tables.p_weight[number]))
+
+    def held_edge(self, a: str, b: str) -> Edge:
+        """The edge of a relation the shard holds (KeyError if it holds none)."""
+        edge = self.edge(a, b)
+        if edge is None:
+            raise KeyError((a, b))
+        return edge
 
     def has_edge(self, a: str, b: str) -> bool:
         edge = pair(a, b)

@@ -124,11 +124,11 @@ class ShardView:
     # ---- derived views ------------------------------------------------------------------
     def entity_fragments(self, key: str) -> list[str]:
         """Distinct description fragments of an entity, in chunk order."""
-        return fragments(m.description for m in ordered(self.state.node(key).mentions))
+        return fragments(m.description for m in ordered(self.state.held_node(key).mentions))
 
     def relation_fragments(self, a: str, b: str) -> list[str]:
         """Distinct description fragments of a relation, in chunk order."""
-        return fragments(m.description for m in ordered(self.state.edge(a, b).mentions))
+        return fragments(m.description for m in ordered(self.state.held_edge(a, b).mentions))
 
     def _description(self, parts: list[str]) -> str:
         summary = self.state.summary(fragments_hash(parts))
@@ -143,9 +143,9 @@ class ShardView:
         if name is None and not self.state.written(key):
             name = self.state.tables.display_name(key)
         if name is None:
-            names = [m.name for m in ordered(self.state.node(key).mentions)]
+            names = [m.name for m in ordered(self.state.held_node(key).mentions)]
             for other in self.state.neighbors(key):
-                mentions = ordered(self.state.edge(key, other).mentions)
+                mentions = ordered(self.state.held_edge(key, other).mentions)
                 names += [m.name_a if key < other else m.name_b for m in mentions]
             name = self._names.put(key, _majority(names))
         return name
@@ -158,12 +158,12 @@ class ShardView:
         return dict(view)
 
     def _entity_view(self, key: str) -> dict[str, Any]:
-        node = self.state.node(key)
+        node = self.state.held_node(key)
         mentions = ordered(node.mentions)
         neighbors = self.state.neighbors(key)
         chunks = set(node.mentions)
         if not mentions:  # only named as a relation endpoint
-            chunks = {c for other in neighbors for c in self.state.edge(key, other).mentions}
+            chunks = {c for other in neighbors for c in self.state.held_edge(key, other).mentions}
         return {
             "id": entity_id(key),
             "key": key,
@@ -184,7 +184,7 @@ class ShardView:
         return dict(view)
 
     def _relation_view(self, a: str, b: str) -> dict[str, Any]:
-        data = self.state.edge(a, b)
+        data = self.state.held_edge(a, b)
         mentions = ordered(data.mentions)
         return {
             "id": relation_id(a, b),

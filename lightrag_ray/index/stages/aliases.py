@@ -22,13 +22,13 @@ from typing import Any
 import ray
 
 from lightrag_ray.core.alias_rules import MAX_BLOCK, Name, NameRow, block_keys, block_verdicts, find_aliases
-from lightrag_ray.core.graph.contract import operation
+from lightrag_ray.core.graph.contract import GraphOperations
 from lightrag_ray.storage.graph.handles import ShardHandles
 
 Verdict = tuple[str, str, str | None]
 
 
-def link_aliases(graph: Any, everything: bool = False) -> int:
+def link_aliases(graph: GraphOperations, everything: bool = False) -> int:
     """Link the entities created since the last pass (``everything``: all of them, for a
     workspace built before aliases existed) to their variants (``graph``: any holder of the
     graph contract's writer operations); returns how many link ends were made or removed."""
@@ -59,7 +59,7 @@ def _split(items: list[Any], key: Any, partitions: int) -> tuple[list[Any], ...]
 @ray.remote
 def _new_names_by_block(shards: ShardHandles, shard: int, partitions: int) -> Any:
     """Round 1: one shard's new names as (block, name row), split by block key."""
-    rows: list[NameRow] = shards.on_shard(shard, operation("new_names"))
+    rows: list[NameRow] = shards.on_shard(shard, GraphOperations.new_names)
     entries = [(block, row) for row in rows for block in block_keys(row[0])]
     return _split(entries, lambda entry: entry[0], partitions)
 
@@ -67,7 +67,7 @@ def _new_names_by_block(shards: ShardHandles, shard: int, partitions: int) -> An
 @ray.remote
 def _judge_blocks(shards: ShardHandles, partitions: int, *per_shard: list[tuple[str, NameRow]]) -> Any:
     """Round 2: the verdicts of one partition's blocks, as (pair, block, reason), split by pair."""
-    new = {block: set() for entries in per_shard for block, _ in entries}
+    new: dict[str, set[str]] = {block: set() for entries in per_shard for block, _ in entries}
     for entries in per_shard:
         for block, row in entries:
             new[block].add(row[0])

@@ -16,12 +16,14 @@ import pyarrow.compute as pc
 
 from lightrag_ray.storage import doc_status, extraction_cache
 from lightrag_ray.storage import manifest as manifests
+from lightrag_ray.storage.graph.writer import GraphRouter
 from lightrag_ray.storage.run_files import DOCUMENTS_SCHEMA, OUTCOMES_SCHEMA, RunFiles
+from lightrag_ray.storage.workspace import Workspace
 
 MAX_REPORTED_ERRORS = 100  # documents named in a run's report (every one is in the status table)
 
 
-def commit_graph(router: Any, workspace: Any, manifest: manifests.Manifest) -> manifests.Manifest:
+def commit_graph(router: GraphRouter, workspace: Workspace, manifest: manifests.Manifest) -> manifests.Manifest:
     """The shards' deltas, then the manifest's new graph version and counts."""
     return router.commit(workspace, manifest)
 

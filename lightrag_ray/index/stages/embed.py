@@ -20,7 +20,7 @@ from typing import Any
 
 import ray
 
-from lightrag_ray.core.graph.contract import operation
+from lightrag_ray.core.graph.contract import GraphOperations
 from lightrag_ray.storage.graph.handles import ShardHandles
 from lightrag_ray.storage.vector_owner import VectorSink
 from lightrag_ray.storage.vectors import chunk_vector_item, delete_graph_vectors, graph_vector_items
@@ -70,7 +70,7 @@ def _embed_shard_page(shards: ShardHandles, shard: int, workers: list[Any], sink
                       batch_size: int, delete: bool) -> tuple[int, list[str]]:
     """One page of one shard's change feed embedded and stored, its removed items' vectors
     deleted (``delete``) or not; returns (items stored, ids removed), (0, []) once the feed is empty."""
-    changes = shards.on_shard(shard, operation("take_changes"), CHANGES_PAGE)
+    changes = shards.on_shard(shard, GraphOperations.take_changes, CHANGES_PAGE)
     stored = store_items(workers, sink, graph_vector_items(changes), batch_size)
     if changes["removed"] and delete:
         with sink.writing() as writer:

@@ -8,6 +8,7 @@ from typing import Any
 
 from lightrag_ray.core.records import EntityRecord, RelationRecord
 from lightrag_ray.storage import extraction_cache
+from lightrag_ray.storage.graph.handles import ShardHandles
 from lightrag_ray.storage.run_files import OUTCOMES_SCHEMA, RunFiles
 
 Row = dict[str, Any]
@@ -29,7 +30,7 @@ class MergeIntoShards:
     """Extraction rows -> [count row (``COUNTS``)]; ``shards``: the workspace's ShardHandles
     (or any graph with the contract's ``apply``)."""
 
-    def __init__(self, shards: Any, run: RunFiles) -> None:
+    def __init__(self, shards: ShardHandles, run: RunFiles) -> None:
         self.shards = shards
         self.run = run
 

@@ -17,7 +17,7 @@ import pandas as pd
 import ray
 
 from lightrag_ray.config import Settings
-from lightrag_ray.core.graph.contract import operation
+from lightrag_ray.core.graph.contract import GraphOperations
 from lightrag_ray.core.graph.routing import merge_pending_summaries
 from lightrag_ray.index.summaries import summarize, summary_limits
 from lightrag_ray.models.llm import BatchCaller, LLMError
@@ -57,7 +57,7 @@ class ApplySummaries:
     """Summary rows -> [count row (``summaries``, ``summaries_failed``)]; the good ones go to
     every shard (a relation lives on two)."""
 
-    def __init__(self, shards: Any) -> None:
+    def __init__(self, shards: GraphOperations) -> None:
         self.shards = shards
 
     def __call__(self, rows: list[Row]) -> list[Row]:
@@ -74,7 +74,7 @@ def _partition(digest: str, partitions: int) -> int:
 def _pending_of_shard(shards: ShardHandles, shard: int, max_fragments: int, max_tokens: int,
                       partitions: int) -> tuple[list[Row], ...] | list[Row]:
     """One shard's pending items, split into ``partitions`` (one object each)."""
-    items = shards.on_shard(shard, operation("pending_summaries"), max_fragments, max_tokens)
+    items = shards.on_shard(shard, GraphOperations.pending_summaries, max_fragments, max_tokens)
     parts: list[list[Row]] = [[] for _ in range(partitions)]
     for item in items:
         parts[_partition(item["hash"], partitions)].append(item)
@@ -98,7 +98,7 @@ def pending_partitions(shards: ShardHandles, settings: Settings, task_options: d
     return [_one_per_hash.options(**task_options).remote(*(refs[p] for refs in per_shard)) for p in range(partitions)]
 
 
-def summarise_in_process(settings: Settings, graph: Any) -> dict[str, int]:
+def summarise_in_process(settings: Settings, graph: GraphOperations) -> dict[str, int]:
     """Summarise the changed items over the limits with the LLM of this process (a small run,
     a delete, a graph edit); returns the counts of ``ApplySummaries``."""
     limits = settings.graph
@@ -110,7 +110,7 @@ def summarise_in_process(settings: Settings, graph: Any) -> dict[str, int]:
     return ApplySummaries(graph)(rows)[0]
 
 
-def summarise_changed(settings: Settings, graph: Any) -> int:
+def summarise_changed(settings: Settings, graph: GraphOperations) -> int:
     """Summarise, in this process, the changed items over the limits after a delete or a graph
     edit (the few items it touched), as an insert would; returns how many got a summary. With
     no LLM, or one that runs only on Ray workers (vllm, openai-batch), they stay unsummarised

@@ -68,7 +68,7 @@ class GraphShard:
     def ping(self) -> tuple[str, None]:
         return self.incarnation, None
 
-    def call(self, op: Operation, args: tuple[Any, ...]) -> tuple[str, Any]:
+    def call(self, op: Operation[..., Any], args: tuple[Any, ...]) -> tuple[str, Any]:
         """Run one operation of the graph contract (core.graph.contract) on this shard; a
         write is logged first."""
         if op.access is WRITE:

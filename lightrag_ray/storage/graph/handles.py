@@ -8,33 +8,27 @@ from typing import Any
 
 import ray
 
-from lightrag_ray.core.graph.contract import Operation, operation
+from lightrag_ray.core.graph.contract import GraphOperations, Operation
 
 
-class ShardHandles:
-    """``shards[i][j]``: replica j of shard i. Writes reach every replica (each logs them, so a
-    restarted one recovers them by itself: storage.graph.wal), reads ask the first."""
+class ShardHandles(GraphOperations):
+    """Every graph-contract operation, blocking, over ``shards[i][j]`` (replica j of shard i).
+    Writes reach every replica (each logs them, so a restarted one recovers them by itself:
+    storage.graph.wal), reads ask the first."""
 
     def __init__(self, shards: list[list[Any]]) -> None:
         self.shards = shards
         self.num_shards = len(shards)
         self.replicas = len(shards[0]) if shards else 1
 
-    def __getattr__(self, name: str) -> Any:
-        """Every operation of the graph contract, as a blocking method (``handles.apply(e, r)``)."""
-        if name.startswith("_") or name in ("shards", "num_shards", "replicas"):
-            raise AttributeError(name)
-        op = operation(name)
-        return lambda *args: self.run(op, *args)
-
-    def run(self, op: Operation, *args: Any) -> Any:
+    def run(self, op: Operation[..., Any], *args: Any) -> Any:
         """One contract operation: its shards asked in parallel, their answers merged."""
         calls = op.shard_calls(self.num_shards, args)
         answers = self.every({i: ("call", (op, shard_args)) for i, shard_args in calls.items()},
                              every_replica=op.access.every_replica)
         return op.result(answers, args)
 
-    def on_shard(self, shard: int, op: Operation, *args: Any) -> Any:
+    def on_shard(self, shard: int, op: Operation[..., Any], *args: Any) -> Any:
         """One contract operation on one shard only (every replica for writes), its answer as is."""
         return self.every({shard: ("call", (op, args))}, every_replica=op.access.every_replica)[shard]
 

@@ -17,7 +17,7 @@ from typing import Any
 import ray
 
 from lightrag_ray.config import Settings
-from lightrag_ray.core.graph.contract import READ, Operation, operation
+from lightrag_ray.core.graph.contract import READ, AwaitedGraph, Operation
 from lightrag_ray.storage.graph.actor import shard_actor_name
 
 RETRY_DELAY_S = 0.2
@@ -27,7 +27,7 @@ class GraphUnavailableError(RuntimeError):
     """A graph shard did not answer in time (restarting, or not started yet)."""
 
 
-class ShardReader:
+class ShardReader(AwaitedGraph):
     """The READ operations of the graph contract (core.graph.contract), awaited, over the shard
     actors of one workspace: ``await reader.fetch(keys, pairs)``."""
 
@@ -45,6 +45,8 @@ class ShardReader:
     def for_settings(cls, settings: Settings) -> "ShardReader":
         """The reader of ``settings.workspace``'s shards (``graph.num_shards``: the workspace's count)."""
         graph = settings.graph
+        if graph.num_shards == "auto":
+            raise ValueError("a reader needs the workspace's shard count, not 'auto': open it with service.opening")
         return cls(settings.workspace, graph.num_shards, graph.replicas, settings.ray.namespace, graph.read_timeout_s)
 
     def _handle(self, shard: int, replica: int) -> Any:
@@ -54,22 +56,16 @@ class ShardReader:
             self._handles[key] = ray.get_actor(name, namespace=self.namespace)
         return self._handles[key]
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        op = operation(name)
-        if op.access is not READ:
-            raise AttributeError(f"graph operation {name!r} is the writer's ({op.access.value}); readers only read")
-        return lambda *args: self.run(op, *args)
-
-    async def run(self, op: Operation, *args: Any) -> Any:
+    async def run(self, op: Operation[..., Any], *args: Any) -> Any:
         """One READ operation: its shards asked in one parallel round, their answers merged."""
+        if op.access is not READ:
+            raise AttributeError(f"graph operation {op.name!r} is the writer's ({op.access.value}); readers only read")
         calls = op.shard_calls(self.num_shards, args)
         shards = sorted(calls)
         answers = await asyncio.gather(*(self._ask(i, op, calls[i]) for i in shards))
         return op.result(dict(zip(shards, answers)), args)
 
-    async def _ask(self, shard: int, op: Operation, args: tuple[Any, ...]) -> Any:
+    async def _ask(self, shard: int, op: Operation[..., Any], args: tuple[Any, ...]) -> Any:
         """One shard's answer, from the next replica in turn; retried on other replicas
         (or the same, restarted) until the deadline."""
         deadline = time.monotonic() + self.timeout_s

@@ -14,7 +14,6 @@ from typing import Any
 import ray
 
 from lightrag_ray.config import GraphConfig
-from lightrag_ray.core.graph.contract import Operation, operation
 from lightrag_ray.ray_runtime import named_actor
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph.actor import GraphShard, shard_actor_name
@@ -28,19 +27,19 @@ class WriteJob:
     """An open write job (GraphRouter.job): the steps to run once it is published, or undone."""
 
     def __init__(self) -> None:
-        self.steps: list[Callable[[], None]] = []
-        self.undo_steps: list[Callable[[], None]] = []
+        self.steps: list[Callable[[], object]] = []
+        self.undo_steps: list[Callable[[], object]] = []
 
-    def after_publish(self, step: Callable[[], None]) -> None:
+    def after_publish(self, step: Callable[[], object]) -> None:
         """Run ``step`` once readers see the job (e.g. delete the vector rows it retired)."""
         self.steps.append(step)
 
-    def if_rolled_back(self, step: Callable[[], None]) -> None:
+    def if_rolled_back(self, step: Callable[[], object]) -> None:
         """Run ``step`` if the job is undone (e.g. delete the vector rows it stored)."""
         self.undo_steps.append(step)
 
 
-class GraphRouter:
+class GraphRouter(ShardHandles):
     """The writer's handle on the shard actors of one workspace.
 
     Each shard has ``config.replicas`` copies; every write reaches all of them, reads need one.
@@ -74,7 +73,7 @@ class GraphRouter:
                 # SPREAD: the shards go to different nodes when there are several, so their
                 # memory adds up across the cluster and a lost node restarts only its share
                 # (Ray's default packs small actors onto the first node).
-                copies.append(live or GraphShard.options(
+                copies.append(live or GraphShard.options(  # type: ignore[attr-defined]  # (Ray adds it)
                     name=name, namespace=namespace, num_cpus=config.num_cpus, max_restarts=-1,
                     max_task_retries=-1, scheduling_strategy="SPREAD",
                     lifetime="detached" if keep_alive else None,
@@ -82,29 +81,14 @@ class GraphRouter:
             shards.append(copies)
         # The shards load their state while the caller goes on (an indexing run loads its model and
         # extracts meanwhile); the first call waits for them.
-        self.handles = ShardHandles(shards)
+        super().__init__(shards)
+        self.handles = ShardHandles(shards)  # picklable, for the run's tasks and workers
         if keep_alive:  # a job left open by a writer that died is undone (its re-run merges it again)
             self.rollback()
 
-    @property
-    def shards(self) -> list[list[Any]]:
-        return self.handles.shards
-
-    def __getattr__(self, name: str) -> Any:
-        """Every operation of the graph contract, as a blocking method (``router.fetch(keys, pairs)``)."""
-        if name.startswith("_") or name == "handles":
-            raise AttributeError(name)
-        op = operation(name)
-        return lambda *args: self.run(op, *args)
-
-    def run(self, op: Operation, *args: Any) -> Any:
-        """One contract operation: its shards asked in one parallel round (every replica for
-        writes), their answers merged."""
-        return self.handles.run(op, *args)
-
     def _lifecycle(self, method: str, *args: Any, every_replica: bool = False) -> list[Any]:
         """An actor method that is not a graph operation (saving, compaction), on every shard."""
-        results = self.handles.every({i: (method, args) for i in range(self.num_shards)}, every_replica)
+        results = self.every({i: (method, args) for i in range(self.num_shards)}, every_replica)
         return [results[i] for i in range(self.num_shards)]
 
     def memory_bytes(self) -> int:
