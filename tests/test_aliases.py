@@ -205,7 +205,7 @@ def test_an_index_run_links_the_variants_it_brings_and_the_links_load_from_disk(
     try:
         reader = ShardReader(settings.workspace, settings.graph.num_shards)
         keys = [entity_key(n) for n in ("Marley", "Jacob Marley", "Scrooge", "Ebenezer Scrooge")]
-        rows = {row["key"]: row["aliases"] for row in asyncio.run(reader.published.passage_entities([], keys, 10))}
+        rows = {row["key"]: row["aliases"] for row in asyncio.run(reader.passage_entities([], keys, 10))}
     finally:
         router.close()
     assert rows == {keys[0]: [keys[1]], keys[1]: [keys[0]], keys[2]: [keys[3]], keys[3]: [keys[2]]}

@@ -11,7 +11,7 @@ from lightrag_ray.service.indexing import index_paths
 from lightrag_ray.storage import doc_status
 from lightrag_ray.storage.workspace import Workspace
 from tests.graph_helpers import dump_graph, expected_graph, passages_sent
-from tests.test_index_pipeline import DOC_A, DOC_B
+from tests.test_index_pipeline import DOC_A, DOC_B, StageAudit
 
 BATCH = {"backend": "openai-batch", "batch_size": 8, "max_retries": 1}
 SMALL_CHUNKS = {"chunk_tokens": 40, "overlap_tokens": 5}
@@ -31,13 +31,16 @@ def small_corpus(tmp_path):
     return corpus
 
 
-def test_christmas_carol_through_the_processor_gives_the_client_paths_graph(ray_cluster, llm, make_settings, shared_data):
+def test_christmas_carol_through_the_processor_gives_the_client_paths_graph(ray_cluster, llm, make_settings, shared_data,
+                                                                           monkeypatch):
     # The oracle is the one tests/test_index_pipeline.py holds the async-client path to (the
     # records the scripted LLM derives from each passage, merged); the two paths are compared
     # directly, graph for graph, on the small corpus below (the book twice would take minutes).
     book = str(shared_data / "christmas_carol" / "mock_data.txt")
     batch = make_settings("batch", llm=BATCH)
+    audit = StageAudit(monkeypatch)  # a stage put into the run's list runs in its place here too
     report = index_paths([book], batch, progress=None)
+    audit.check(report, "Processors")
 
     counts = llm.counts()
     assert report.docs_new == 1 and report.chunks_failed == 0 and not report.errors

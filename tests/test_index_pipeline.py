@@ -31,6 +31,63 @@ def _write(folder, name, text):
     return path
 
 
+class StageAudit:
+    """A throwaway stage put into IndexRun.stages (before "embed graph"): it needs the graph,
+    and records the executor that ran the batch stages and the graph's counts when it ran."""
+
+    NAME = "count the graph"
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from lightrag_ray.index.run_stage import Stage
+
+        self.seen: list[tuple[str, dict[str, int]]] = []
+        listed = pipeline.IndexRun.stages
+
+        def with_audit(run: pipeline.IndexRun) -> list[Stage]:
+            stages = listed(run)
+            at = [stage.name for stage in stages].index("embed graph")
+            audit = Stage(self.NAME, lambda: self.seen.append((type(run.executor).__name__, run.graph.counts())),
+                          needs=("graph",), reads=("graph",), when=run._builds_graph)
+            return stages[:at] + [audit] + stages[at:]
+
+        monkeypatch.setattr(pipeline.IndexRun, "stages", with_audit)
+
+    def check(self, report: pipeline.IndexReport, executor: str) -> None:
+        """It ran once, in its place, under ``executor``, saw the merged graph and was timed."""
+        assert [name for name, _ in self.seen] == [executor]
+        assert self.seen[0][1] == {"entities": report.entities, "relations": report.relations}
+        order = list(report.stage_seconds)
+        assert order.index("embed chunks, extract and merge") < order.index(self.NAME) < order.index("embed graph")
+        self.seen.clear()
+
+
+class Opened:
+    """Counts, in this process, the Workspaces built and the manifest reads."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from lightrag_ray.storage import manifest as manifests
+
+        self.built: list[str] = []
+        self.reads: list[str] = []
+        init, load = Workspace.__init__, manifests.load
+
+        def counted_init(workspace, uri):
+            self.built.append(uri)
+            init(workspace, uri)
+
+        def counted_load(workspace):
+            self.reads.append(workspace.uri)
+            return load(workspace)
+
+        monkeypatch.setattr(Workspace, "__init__", counted_init)
+        monkeypatch.setattr(manifests, "load", counted_load)
+
+    def take(self) -> tuple[int, int]:
+        counts = (len(self.built), len(self.reads))
+        self.built.clear(), self.reads.clear()
+        return counts
+
+
 def test_christmas_carol_graph_matches_llm_records_and_rerun_is_free(ray_cluster, llm, make_settings, shared_data,
                                                                      monkeypatch):
     settings = make_settings()
@@ -135,11 +192,17 @@ def test_a_small_run_works_in_the_driver_and_builds_what_the_ray_data_pools_buil
         return iter(slices)
 
     monkeypatch.setattr(executors, "_waves", counted)
+    audit, opened = StageAudit(monkeypatch), Opened(monkeypatch)
     reports = {}
     for name, settings in (("driver", driver), ("pools", pools)):
         llm.reset()
         reports[name] = index_paths([str(corpus)], settings, progress=None)
         reports[name].requests = llm.counts()
+        # IndexRun.run is the loop over IndexRun.stages: a stage put into the list runs in its
+        # place, timed, whichever executor maps the batch stages (the processors': test_data_llm_pipeline)
+        audit.check(reports[name], {"driver": "InProcess", "pools": "RayDataPools"}[name])
+        # and this process builds one Workspace and reads manifest.json once (the stages in the driver too)
+        assert opened.take() == (1, 1), name
     assert reports["driver"].stages == "driver" and reports["pools"].stages == "ray-data"
     assert waves[0] == 2 and waves[1] >= 2  # chunking: one per file; extraction: one per part
     fields = ("docs_new", "chunks", "chunks_extracted", "llm_requests", "summaries", "vectors_upserted",
@@ -153,6 +216,10 @@ def test_a_small_run_works_in_the_driver_and_builds_what_the_ray_data_pools_buil
     # past the limit, the same settings use the pools
     over = make_settings("over", ray={"local_stages_max_mb": len(DOC_A.encode()) / 2**20})
     assert index_paths([str(corpus)], over, progress=None).stages == "ray-data"
+    audit.seen.clear(), opened.take()
+    again = index_paths([str(corpus)], driver, progress=None)  # nothing new: the audit's condition keeps it out
+    assert not audit.seen and StageAudit.NAME not in again.stage_seconds and again.docs_skipped == 2
+    assert opened.take() == (1, 1)
     assert index_paths([str(corpus / "a.txt")], make_settings("under", ray={
         "local_stages_max_mb": len(DOC_A.encode()) / 2**20}), progress=None).stages == "driver"
 

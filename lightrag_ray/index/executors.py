@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +31,7 @@ import ray
 
 from lightrag_ray.config import Settings
 from lightrag_ray.index.batch_llm import ProcessorRuns
+from lightrag_ray.index.stages.aliases import link_aliases, link_aliases_across
 from lightrag_ray.index.stages.chunk import ChunkDocuments
 from lightrag_ray.index.stages.commit import finish_documents
 from lightrag_ray.index.stages.embed import ChunkStamp, EmbedChunks
@@ -158,13 +159,14 @@ class InProcess:
         for batch in path_batches(files, FILES_PER_BATCH):
             yield from chunker(read(batch))
 
-    def extract(self, chunks: int, embedded: Callable[[int], None]) -> Iterator[Row]:
+    def extract(self, chunks: int, embedded: Callable[[int], None]) -> Generator[Row, None, None]:
         """Merge counts per batch; chunk vectors are computed beside extraction (``embedded``
         hears of each stored batch; all are stored when the generator ends or is closed)."""
         parts = self.parts
         merge = MergeIntoShards(parts.graph, parts.run)
         embedding = ChunkVectors(parts, embedded)
-        stage = extraction_stage(self.settings)(settings=self.settings.model_dump(), earlier_parts=parts.cache_parts)
+        stage = extraction_stage(self.settings)(settings=self.settings.model_dump(), earlier_parts=parts.cache_parts,
+                                                run=parts.run)
         try:
             with closing(stage) as extract:
                 for batch in _run_chunks(parts.run, self.settings.llm.max_concurrency):
@@ -175,6 +177,14 @@ class InProcess:
 
     def summarise(self) -> dict[str, int]:
         return summarise_in_process(self.settings, self.parts.graph)
+
+    def link_aliases(self, everything: bool) -> int:
+        """The alias pass over the run's shards, from this process."""
+        return link_aliases(self.parts.graph, everything)
+
+    def finish_documents(self, cancelled: str) -> dict[str, Any]:
+        """The run's document statuses, from this process."""
+        return finish_documents(self.parts.run, cancelled)
 
 
 class ChunkVectors:
@@ -265,12 +275,12 @@ class RayDataPools:
                                 **_runtime(parts.task_args))
             yield from ds.iter_rows()
 
-    def extract(self, chunks: int, embedded: Callable[[int], None]) -> Iterator[Row]:
+    def extract(self, chunks: int, embedded: Callable[[int], None]) -> Generator[Row, None, None]:
         parts, ex, llm = self.parts, self.parts.settings.extraction, self.parts.settings.llm
         for wave in _waves(parts.run.parts("chunks"), WAVE_PARTS):
             ds = self._read_chunks(wave).map_batches(
                 pool_of(extraction_stage(parts.settings)),
-                fn_constructor_kwargs={"settings": parts.settings_dict, "earlier_parts": parts.cache_parts},
+                fn_constructor_kwargs={"settings": parts.settings_dict, "earlier_parts": parts.cache_parts, "run": parts.run},
                 batch_size=llm.max_concurrency, batch_format="pandas",
                 **actor_pool(ex.actors, ex.num_cpus, ex.num_gpus), **_runtime(parts.task_args))
             ds = ds.map_batches(batch_task(MergeIntoShards(parts.graph, parts.run)), batch_format="pandas",
@@ -295,6 +305,14 @@ class RayDataPools:
                 totals[key] += int(row[key])
         return totals
 
+    def link_aliases(self, everything: bool) -> int:
+        """The alias pass as Ray tasks reading the shards (one per shard, then per partition)."""
+        return link_aliases_across(self.parts.graph, self.parts.task_args, everything)
+
+    def finish_documents(self, cancelled: str) -> dict[str, Any]:
+        """The run's document statuses, in a Ray task (it reads every document and outcome of the run)."""
+        return ray.get(_finish_documents.options(**self.parts.task_args).remote(self.parts.run, cancelled))
+
 
 class Processors(RayDataPools):
     """Ray Data for reading and chunking, the LLM as ``ray.data.llm`` processor passes (see the
@@ -309,7 +327,7 @@ class Processors(RayDataPools):
     def tokens(self) -> int:  # type: ignore[override]
         return self.runs.tokens
 
-    def extract(self, chunks: int, embedded: Callable[[int], None]) -> Iterator[Row]:
+    def extract(self, chunks: int, embedded: Callable[[int], None]) -> Generator[Row, None, None]:
         parts = self.parts
         rows = [row for batch in _run_chunks(parts.run, 1024) for row in batch]
         embedding = ChunkVectors(parts, embedded)
@@ -352,14 +370,7 @@ def _runtime(task_args: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in task_args.items() if k != "num_cpus"}
 
 
-@ray.remote
-def _finish_documents(run: RunFiles, cancelled: str) -> dict[str, Any]:
-    return finish_documents(run, cancelled)
-
-
-def finish_remotely(run: RunFiles, cancelled: str, task_args: dict[str, Any]) -> dict[str, Any]:
-    """``finish_documents`` in a Ray task (it reads every document and outcome of the run)."""
-    return ray.get(_finish_documents.options(**task_args).remote(run, cancelled))
+_finish_documents = ray.remote(finish_documents)
 
 
 def choose_executor(parts: RunParts, local: bool) -> InProcess | RayDataPools:

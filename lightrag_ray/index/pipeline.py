@@ -1,5 +1,7 @@
 """The indexing run: files -> chunks -> extraction -> sharded graph -> Milvus, as a list of
-stages (index.stages) run by one executor chosen per run (index.executors).
+stages (``IndexRun.stages``, index.run_stage.Stage) run in one loop that opens what each needs,
+times it and checks the stop; the batch stages (index.stages) run on one executor chosen per
+run (index.executors).
 
 The driver plans and counts; rows travel between workers. Pass 1 reads and chunks the
 documents into the run's chunk table; pass 2 streams those chunks through embedding,
@@ -28,19 +30,19 @@ from lightrag_ray.index import executors
 from lightrag_ray.index.documents import list_input_files
 from lightrag_ray.index.embedding_pool import EmbeddingPool
 from lightrag_ray.index.progress import Progress, StageProgress, print_progress
+from lightrag_ray.index.run_stage import Resource, Stage
+from lightrag_ray.index.stages.commit import commit_graph
+from lightrag_ray.index.stages.embed import ChunkStamp, embed_graph_changes
 from lightrag_ray.index.stages.read import ReadFiles
 from lightrag_ray.index.sync import SourceSync
-from lightrag_ray.index.stages.aliases import link_aliases, link_aliases_across
-from lightrag_ray.index.stages.commit import commit_graph, finish_documents
-from lightrag_ray.index.stages.embed import ChunkStamp, embed_graph_changes
 from lightrag_ray.models.llm_processor import require_vllm
 from lightrag_ray.ray_runtime import ensure_ray, niceness_options
 from lightrag_ray.storage import extraction_cache, sources
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph.writer import GraphRouter, WriteJob
 from lightrag_ray.storage.run_files import RunFiles, new_run_id, remove_stale_runs, stale_chunk_parts
-from lightrag_ray.storage.vector_owner import VectorSink, open_vector_sink
 from lightrag_ray.storage.vector_contract import VectorStore
+from lightrag_ray.storage.vector_owner import VectorSink, open_vector_sink
 from lightrag_ray.storage.vectors import delete_graph_vectors, is_server_uri, retire_vectors
 from lightrag_ray.storage.workspace import Workspace
 
@@ -105,12 +107,13 @@ class IndexRun:
         self, settings: Settings, progress: Progress | None = print_progress,
         router: GraphRouter | None = None, vectors: VectorSink | None = None,
         display_names: dict[str, str] | None = None, niceness: int | None = None, stop: threading.Event | None = None,
-        embedding_pool: EmbeddingPool | None = None, open_graph: Callable[[Settings, int], GraphRouter] | None = None,
+        embedding_pool: EmbeddingPool | None = None,
+        open_graph: Callable[[Settings, int, Workspace, manifests.Manifest], GraphRouter] | None = None,
         prune: bool = False, display_kind: str = TEXT, relative_to: str | None = None,
     ) -> None:
         """``router``/``vectors``: the shards and the vector store a caller keeps open (the Serve
-        app); ``open_graph(settings, chunks)``: opens the workspace's shards when the run has
-        ``chunks`` to index and no ``router`` was given (service.indexing passes its writer's; the
+        app); ``open_graph(settings, chunks, workspace, manifest)``: opens the workspace's shards
+        (with the run's Workspace and manifest) when the run has ``chunks`` to index and no ``router`` was given (service.indexing passes its writer's; the
         run closes it);
         ``embedding_pool``: an open pool (model loaded) that the run leases and leaves open
         (None: the run starts its own and closes it);
@@ -138,108 +141,170 @@ class IndexRun:
         self.workspace = Workspace(settings.workspace)
         self.manifest = manifests.open_for(self.workspace, manifests.settings_manifest(settings))
         self.task_args = {"num_cpus": settings.ray.task_cpus, **niceness_options(niceness)}
-        self._step_started = time.monotonic()
+        self.paths: list[str] = []
+        self.sync: SourceSync | None = None
+        self.parts: executors.RunParts | None = None
+        self.executor: executors.InProcess | executors.RayDataPools | None = None
+        self.graph: GraphRouter | None = None  # open while the run needs it (a caller's, or the run's own)
+        self.pool: EmbeddingPool | None = None
+        self.job: WriteJob | None = None  # the write job of a caller's graph
+        self._resources: contextlib.ExitStack | None = None
+        self._job_scope: contextlib.ExitStack | None = None
+        self._own_vectors: VectorStore | None = None  # the run's own vector writer, closed by "finish vectors"
 
     # ---- the run --------------------------------------------------------------------
+    def stages(self) -> list[Stage]:
+        """The run, in order (see the module doc)."""
+        building, llm = self._builds_graph, lambda: self._builds_graph() and self.settings.llm.backend != "none"
+        writer: tuple[Resource, ...] = ("embedding", "graph", "vectors", "job")
+        return [
+            Stage("list sources", self._list_sources, reads=("paths", "sources"), writes=("sync",)),
+            Stage("read and chunk", self._read_and_chunk, ("ray",), when=self._has_work,
+                  reads=("files", "documents"), writes=("run chunks", "run documents")),
+            Stage("plan sync", self._plan, when=self._has_work, reads=("sync", "run chunks", "chunks"),
+                  writes=("run chunks", "run documents")),
+            Stage("nothing new", self._nothing_new, when=lambda: not self._builds_graph()),
+            Stage("remove old versions", self._remove_old, writer, when=lambda: self._builds_graph() and self._synced.removes,
+                  reads=("sync",), writes=("graph", "chunk vectors")),
+            Stage("embed chunks, extract and merge", self._extract, writer, when=building, stoppable=True,
+                  reads=("run chunks", "extraction cache"), writes=("chunk vectors", "extraction cache", "graph", "run outcomes")),
+            Stage("summarise", self._summarise, writer, when=llm, stoppable=True, reads=("graph",), writes=("graph",)),
+            Stage("embed graph", self._embed_graph, writer, when=building, reads=("graph changes",),
+                  writes=("graph vectors",)),
+            Stage("aliases", self._link_aliases, writer, when=building, reads=("graph",), writes=("graph",)),
+            Stage("finish vectors", self._finish_vectors, writer, when=building, writes=("vectors flushed",)),
+            Stage("commit graph", self._commit, writer, when=building, releases=("job",),
+                  writes=("graph files", "manifest")),
+            Stage("record documents", self._record_documents, when=self._has_work,
+                  reads=("run documents", "run outcomes"), writes=("document status",)),
+            Stage("record sources", self._record_sources, reads=("sync",), writes=("chunks", "document status", "sources")),
+        ]
+
     def run(self, paths: list[str]) -> IndexReport:
         """Sync the workspace with ``paths`` (index what is new or changed, replace old versions,
-        re-point moved files, remove pruned ones) and return what happened."""
+        re-point moved files, remove pruned ones) and return what happened: the stages in order,
+        each timed, their resources opened when first needed and closed when the run ends."""
         started = time.monotonic()
-        sync = self._sync(paths)  # before Ray: a wrong path fails fast
-        files = sync.files
-        if not files and not sync.missing:
-            self._nothing_new()
-            self.report.sources_unchanged = sync.alone
-            sources.save_last_sync(self.workspace, sync.summary())
-            return self.report
-        ensure_ray(self.settings)
-        run = RunFiles(self.settings.workspace, new_run_id())
-        extraction_cache.migrate_text_keys(self.workspace, self.workspace.list_files("chunks") + stale_chunk_parts(
-            self.workspace, keep=run.run_id))
-        remove_stale_runs(self.workspace, keep=run.run_id)
-        parts = executors.RunParts(self.settings, run, None, [], None, 0, self.task_args, self.display_names,
-                                   cache_parts=extraction_cache.cache_parts(self.workspace), display_kind=self.display_kind,
-                                   relative_to=self.relative_to)
-        executor = executors.choose_executor(parts, executors.runs_locally(self.settings, files))
-        self.report.stages = executor.name
+        self.paths = paths
         try:
-            self._chunk(executor, files)
-            self._plan(sync, run)
-            if self.report.docs_new or sync.removes:
-                self._index(executor, parts, sync)
-            else:
-                self._nothing_new()
-                self._finish(run)
-            self._finish_sync(sync)
+            with contextlib.ExitStack() as self._resources:
+                try:
+                    for stage in self.stages():
+                        self._run_stage(stage)
+                except IndexCancelled:  # its documents are marked failed: run again to finish, or delete them
+                    self._record_documents(cancelled=CANCELLED)
+                    raise
         finally:
+            self._resources = self._job_scope = None
             self.report.seconds = round(time.monotonic() - started, 2)
         return self.report
 
-    def preview(self, paths: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """What ``run(paths)`` would add, replace, move and remove (every source named, with the
-        files ``listed`` and the ``unsupported`` ones), and the document rows of the files it would
-        read, without doing it: those files are read and hashed here, nothing is written and Ray
-        is not started."""
-        sync = self._sync(paths)
-        docs = ReadFiles(relative_to=self.relative_to)(sync.files)
-        sync.result = sync.preview(docs)
-        return {**sync.summary(limit=None), "listed": len(sync.to_read) + sync.alone,
-                "unsupported": self.report.errors}, docs
+    def _run_stage(self, stage: Stage) -> None:
+        """One stage: skipped unless ``when`` holds; its resources opened, its time recorded
+        (opening included), the run's stop checked after it if it is ``stoppable``."""
+        if not stage.when():
+            return
+        began = time.monotonic()
+        for resource in stage.opening_order():
+            self._open(resource)
+        stage.run()
+        for resource in stage.releases:
+            self._release(resource)
+        self.report.stage_seconds[stage.name] = round(time.monotonic() - began, 2)
+        if stage.stoppable:
+            self._check_stop()
 
-    def _nothing_new(self) -> None:
-        self.say(f"nothing new to index ({self.report.docs_skipped} documents already processed)")
-        self.report.graph_version = self.manifest.graph_version
-        self.report.entities, self.report.relations = self.manifest.entities, self.manifest.relations
+    @property
+    def _synced(self) -> SourceSync:
+        if self.sync is None:
+            raise RuntimeError("the run has not listed its sources yet")
+        return self.sync
 
-    def _index(self, executor: Any, parts: executors.RunParts, sync: SourceSync) -> None:
-        """Pass 2 and what follows, with the shards and the embedding actors open."""
-        pool = self.embedding_pool.lease() if self.embedding_pool is not None else EmbeddingPool(
-            self.settings.embedding, self.niceness)
-        router = sink_writer = None
-        try:
-            router = self.router or self._open_graph()
-            self.manifest = self.manifest.model_copy(update={"num_shards": router.num_shards})
-            parts.shards = router.handles
-            parts.embed_workers, parts.embed_batch = pool.workers, pool.batch_size
-            parts.sink, sink_writer = self._vector_sink(pool)
+    @property
+    def _parts(self) -> executors.RunParts:
+        if self.parts is None:
+            raise RuntimeError("the run has not started its batch stages yet")
+        return self.parts
+
+    @property
+    def _executor(self) -> executors.InProcess | executors.RayDataPools:
+        if self.executor is None:
+            raise RuntimeError("the run has not chosen its executor yet")
+        return self.executor
+
+    @property
+    def _router(self) -> GraphRouter:
+        if self.graph is None:
+            raise RuntimeError("the run's graph is not open")
+        return self.graph
+
+    def _has_work(self) -> bool:
+        """Files to read, or recorded files gone from the paths (a prune may remove them)."""
+        return bool(self._synced.files or self._synced.missing)
+
+    def _builds_graph(self) -> bool:
+        """New documents to merge, or old versions to remove."""
+        return self._has_work() and bool(self.report.docs_new or self._synced.removes)
+
+    # ---- resources -------------------------------------------------------------------
+    def _open(self, resource: Resource) -> None:
+        """Open ``resource`` unless it is open (closed when the run ends, LIFO)."""
+        stack = self._resources
+        assert stack is not None  # only inside run()
+        if resource == "ray":
+            ensure_ray(self.settings)
+        elif resource == "embedding" and self.pool is None:
+            self.pool = self.embedding_pool.lease() if self.embedding_pool is not None else EmbeddingPool(
+                self.settings.embedding, self.niceness)
+            stack.callback(self.pool.close)  # a caller's pool stays up: this run holds a lease of it
+            self._parts.embed_workers, self._parts.embed_batch = self.pool.workers, self.pool.batch_size
+        elif resource == "graph" and self.graph is None:
+            self.graph = self.router or self._open_graph()
+            if self.graph is not self.router:
+                stack.callback(self.graph.close)
+            self.manifest = self.manifest.model_copy(update={"num_shards": self.graph.num_shards})
+            self._parts.shards = self.graph.handles
+        elif resource == "vectors" and self._parts.sink is None:
+            assert self.pool is not None  # opened before: the sink needs the model's dimension
+            self._parts.sink, self._own_vectors = self._vector_sink(self.pool)
+            stack.callback(self._close_own_vectors)
             version = self.manifest.graph_version + 1  # what this run commits
-            parts.stamp = ChunkStamp(version, frozenset(sync.moved_docs))
+            self._parts.stamp = ChunkStamp(version, frozenset(self._synced.moved_docs))
+        elif resource == "job" and self._job_scope is None:
+            self._job_scope = stack.enter_context(contextlib.ExitStack())
             # A caller's router (the Serve app's) has readers: they see the graph of the last
             # finished run, published once it is committed (before its documents count as
             # processed), and the chunk vectors of that version (ChunkStamp; old versions' rows
             # are retired at this one and deleted once it is published); a run that fails or is
             # cancelled is undone (its extractions stay cached, so running it again costs no LLM
             # call). A run's own shards have no readers until it ends.
-            with router.job() if router is self.router else contextlib.nullcontext() as job:
-                if job is not None:  # the chunks are known now (a cancel moves them out of the run's tables)
-                    job.if_rolled_back(self._vectors_dropper(parts))
-                try:
-                    self._remove_old(router, parts, sync, job, version)
-                    self._extract(executor)
-                    self._summarise(executor)
-                    self._check_stop()
-                except IndexCancelled:  # its documents are marked failed: run again to finish, or delete them
-                    self._finish(parts.run, cancelled=CANCELLED)
-                    raise
-                self.report.llm_tokens = executor.tokens
-                self._embed_graph(parts, job)
-                self._link_aliases(router)
-                if sink_writer is not None:  # the run's own Lite owner flushes its rows before the commit
-                    self._finish_vectors(sink_writer)
-                    sink_writer = None
-                else:  # the caller's store stays open, and its lookups go on: the run's rows are flushed
-                    parts.vector_sink.flush()
-                self._commit(router)
-            self._finish(parts.run)
-        finally:
-            pool.close()  # a caller's pool stays up: this run holds a lease of it
-            if sink_writer is not None:
-                sink_writer.close()
-            if router is not None and router is not self.router:
-                router.close()
+            if self._router is self.router:
+                self.job = self._job_scope.enter_context(self._router.job())
+                self.job.if_rolled_back(self._vectors_dropper(self._parts))  # the run's chunks are known now
 
-    # ---- steps ------------------------------------------------------------------------
-    def _sync(self, paths: list[str]) -> SourceSync:
+    def _release(self, resource: Resource) -> None:
+        """End ``resource`` before the run ends: the write job is published (the commit is done)."""
+        if resource == "job" and self._job_scope is not None:
+            self._job_scope.close()
+            self.job = None
+
+    def _close_own_vectors(self) -> None:
+        if self._own_vectors is not None:
+            self._own_vectors.close()
+            self._own_vectors = None
+
+    def preview(self, paths: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """What ``run(paths)`` would add, replace, move and remove (every source named, with the
+        files ``listed`` and the ``unsupported`` ones), and the document rows of the files it would
+        read, without doing it: those files are read and hashed here, nothing is written and Ray
+        is not started."""
+        sync = self._listing(paths)
+        docs = ReadFiles(relative_to=self.relative_to)(sync.files)
+        sync.result = sync.preview(docs)
+        return {**sync.summary(limit=None), "listed": len(sync.to_read) + sync.alone,
+                "unsupported": self.report.errors}, docs
+
+    def _listing(self, paths: list[str]) -> SourceSync:
         """The listing of ``paths`` against the sources recorded: what to read, what is gone."""
         inputs = list_input_files(paths, exclude=self.settings.workspace)
         self.report.errors.extend(inputs.errors)
@@ -258,9 +323,37 @@ class IndexRun:
                      + ("" if self.prune else " (kept; --prune removes their documents)"))
         return sync
 
-    def _plan(self, sync: SourceSync, run: RunFiles) -> None:
+    # ---- stages ---------------------------------------------------------------------
+    def _list_sources(self) -> None:
+        """The listing of the paths against the sources recorded (before Ray: a wrong path fails fast)."""
+        self.sync = self._listing(self.paths)
+
+    def _read_and_chunk(self) -> None:
+        """Pass 1: the run's scratch tables and executor; documents read, the new ones chunked
+        into the run's chunk table."""
+        files = self._synced.files
+        run = RunFiles(self.settings.workspace, new_run_id(), self.workspace)
+        extraction_cache.migrate_text_keys(self.workspace, self.workspace.list_files("chunks") + stale_chunk_parts(
+            self.workspace, keep=run.run_id))
+        remove_stale_runs(self.workspace, keep=run.run_id)
+        self.parts = executors.RunParts(
+            self.settings, run, None, [], None, 0, self.task_args, self.display_names,
+            cache_parts=extraction_cache.cache_parts(self.workspace), display_kind=self.display_kind,
+            relative_to=self.relative_to)
+        self.executor = executors.choose_executor(self.parts, executors.runs_locally(self.settings, files))
+        self.report.stages = self.executor.name
+        progress = StageProgress(self.say, "chunking", None, "documents")
+        for counts in self.executor.chunk(files):
+            self.report.add({k: v for k, v in counts.items() if k != "errors"})
+            self.report.errors.extend(json.loads(counts["errors"]))
+            progress.advance(int(counts["docs_new"]) + int(counts["docs_skipped"]) + int(counts["docs_failed"]))
+        if self.report.docs_new:
+            self.say(f"{self.report.docs_new} documents to index, {self.report.chunks} chunks")
+
+    def _plan(self) -> None:
         """The sync's plan once the files read are chunked (re-pointed documents join the run)."""
-        added = sync.plan(run)
+        sync = self._synced
+        added = sync.plan(self._parts.run)
         self.report.chunks += added
         summary = sync.summary()
         for key in ("added", "replaced", "moved", "removed", "unchanged"):
@@ -272,32 +365,34 @@ class IndexRun:
             self.say(f"sync: {', '.join(changed)} ({summary['documents_removed']} documents leave the workspace, "
                      f"{len(sync.moved_docs)} re-pointed)")
 
-    def _remove_old(self, router: GraphRouter, parts: executors.RunParts, sync: SourceSync, job: WriteJob | None,
-                    version: int) -> None:
+    def _nothing_new(self) -> None:
+        self.say(f"nothing new to index ({self.report.docs_skipped} documents already processed)")
+        self.report.graph_version = self.manifest.graph_version
+        self.report.entities, self.report.relations = self.manifest.entities, self.manifest.relations
+
+    def _remove_old(self) -> None:
         """The replaced, moved and removed documents' chunks out of the shards, in the write job
         that merges the new versions (committed and published together), and their chunk vectors
-        out of Milvus: at once for a store with no readers (no ``job``), else retired at
-        ``version`` (its readers no longer see them, older ones still do; done first, so that
+        out of Milvus: at once for a store with no readers (no write job), else retired at the
+        run's version (its readers no longer see them, older ones still do; done first, so that
         a server's bounded consistency shows it long before the publish) and deleted once the
         job is published (restored if it is undone)."""
-        if not sync.removes:
-            return
-        router.remove_chunks(sync.graph_chunks)
+        sync, parts, job = self._synced, self._parts, self.job
+        self._router.remove_chunks(sync.graph_chunks)
         sink, ids = parts.vector_sink, sync.vector_chunks
         if job is None:  # before the new versions' vectors
             sink.delete("chunks", ids)
-        else:
+            return
+        with sink.writing() as writer:
+            retire_vectors(writer, "chunks", ids, parts.stamp.since)
+
+        def restore() -> None:
             with sink.writing() as writer:
-                retire_vectors(writer, "chunks", ids, version)
+                retire_vectors(writer, "chunks", ids, None)
 
-            def restore() -> None:
-                with sink.writing() as writer:
-                    retire_vectors(writer, "chunks", ids, None)
-
-            job.after_publish(functools.partial(sink.delete, "chunks", ids))
-            job.after_publish(sink.flush)
-            job.if_rolled_back(restore)
-        self._timed("remove old versions")
+        job.after_publish(functools.partial(sink.delete, "chunks", ids))
+        job.after_publish(sink.flush)
+        job.if_rolled_back(restore)
 
     @staticmethod
     def _vectors_dropper(parts: executors.RunParts) -> Callable[[], None]:
@@ -308,28 +403,7 @@ class IndexRun:
         ids = [row["chunk_id"] for row in rows if row["doc_id"] not in parts.stamp.moved_docs]
         return functools.partial(parts.vector_sink.delete, "chunks", ids)
 
-    def _finish_sync(self, sync: SourceSync) -> None:
-        sync.finish()
-        self._timed("record sources")
-
-    def _timed(self, step: str) -> None:
-        """Close the wall time of ``step`` (from the end of the previous one)."""
-        now = time.monotonic()
-        self.report.stage_seconds[step] = round(now - self._step_started, 2)
-        self._step_started = now
-
-    def _chunk(self, executor: Any, files: list[dict[str, Any]]) -> None:
-        """Pass 1: documents read, the new ones chunked into the run's chunk table."""
-        progress = StageProgress(self.say, "chunking", None, "documents")
-        for counts in executor.chunk(files):
-            self.report.add({k: v for k, v in counts.items() if k != "errors"})
-            self.report.errors.extend(json.loads(counts["errors"]))
-            progress.advance(int(counts["docs_new"]) + int(counts["docs_skipped"]) + int(counts["docs_failed"]))
-        self._timed("read and chunk")
-        if self.report.docs_new:
-            self.say(f"{self.report.docs_new} documents to index, {self.report.chunks} chunks")
-
-    def _extract(self, executor: Any) -> None:
+    def _extract(self) -> None:
         """Pass 2: the run's chunks embedded, extracted and merged into the shards."""
         total = self.report.chunks
         self.say(f"extracting {total} chunks")
@@ -340,26 +414,25 @@ class IndexRun:
             self.report.vectors_upserted += count
             embedding.advance(count)
 
-        with contextlib.closing(executor.extract(total, embedded)) as extraction:  # a stop waits for the vectors in flight
+        with contextlib.closing(self._executor.extract(total, embedded)) as extraction:  # a stop waits for the vectors in flight
             for counts in extraction:
                 self.report.add(counts)
                 extracting.advance(int(counts["chunks_merged"]))
                 self._check_stop()
-        self._timed("embed chunks, extract and merge")
+        self.report.llm_tokens = self._executor.tokens
 
-    def _summarise(self, executor: Any) -> None:
-        if self.settings.llm.backend == "none":
-            return
+    def _summarise(self) -> None:
         self.say("summarising long descriptions")
-        counts = executor.summarise()
+        counts = self._executor.summarise()
         self.report.summaries += counts["summaries"]
+        self.report.llm_tokens = self._executor.tokens
         if counts["summaries_failed"]:
             self.say(f"{counts['summaries_failed']} summaries failed; their descriptions stay unsummarised")
-        self._timed("summarise")
 
-    def _embed_graph(self, parts: executors.RunParts, job: WriteJob | None) -> None:
+    def _embed_graph(self) -> None:
         """The changed entities and relations embedded and stored, removed ones deleted (once
-        the ``job`` is published: its readers may still find them until then)."""
+        the write job is published: its readers may still find them until then)."""
+        parts, job = self._parts, self.job
         total = parts.graph.change_count()
         progress = StageProgress(self.say, "embedding entities and relations", total, "texts")
         counts = embed_graph_changes(parts.graph, parts.embed_workers, parts.vector_sink, parts.embed_batch,
@@ -373,56 +446,58 @@ class IndexRun:
                     delete_graph_vectors(writer, counts.removed)
 
             job.after_publish(delete)
-        self._timed("embed graph")
 
-    def _link_aliases(self, router: GraphRouter) -> None:
+    def _link_aliases(self) -> None:
         """Link the run's new entities to their name variants (core.alias_rules); all of the
         graph's, the first time a workspace built before aliases existed is indexed into."""
         started = time.monotonic()
-        everything = not self.manifest.aliases_linked
-        if self.report.stages == "driver":
-            self.report.alias_links = link_aliases(router, everything)
-        else:
-            self.report.alias_links = link_aliases_across(router.handles, self.task_args, everything)
+        self.report.alias_links = self._executor.link_aliases(everything=not self.manifest.aliases_linked)
         self.manifest = self.manifest.model_copy(update={"aliases_linked": True})
         if self.report.alias_links:
             self.say(f"linked name variants: {self.report.alias_links} alias links ({time.monotonic() - started:.1f} s)")
-        self._timed("aliases")
 
-    def _finish_vectors(self, writer: VectorStore) -> None:
-        """Close the run's own vector writer. A Milvus Lite owner then flushes and indexes
-        the run's vectors alone (docs/configuration.md: past ~50k vectors, as long as their
-        embedding, and growing faster); a server's client closes at once."""
+    def _finish_vectors(self) -> None:
+        """The run's rows searchable before the commit. The run's own vector writer is closed:
+        a Milvus Lite owner then flushes and indexes the run's vectors alone (docs/configuration.md:
+        past ~50k vectors, as long as their embedding, and growing faster); a server's client
+        closes at once. A caller's store stays open (its lookups go on): its rows are flushed."""
+        if self._own_vectors is None:
+            self._parts.vector_sink.flush()
+            return
         lite = not is_server_uri(self.settings.milvus_uri())
         if lite:
             self.say(f"Milvus Lite: indexing this run's {self.report.vectors_upserted} vectors (one process owns "
                      "the file; a Milvus server at vectors.uri indexes while the embedding actors insert)")
         started = time.monotonic()
-        writer.close()
+        self._close_own_vectors()
         seconds = time.monotonic() - started
         if lite and self.report.vectors_upserted >= LITE_ADVICE_VECTORS:
             self.say(f"Milvus Lite indexed {self.report.vectors_upserted} vectors in {seconds:.0f} s; for runs of this "
                      "size set vectors.uri to a Milvus server (docs/configuration.md)")
-        self._timed("finish vectors")
 
-    def _commit(self, router: GraphRouter) -> None:
-        self.manifest = commit_graph(router, self.workspace, self.manifest)
+    def _commit(self) -> None:
+        self.manifest = commit_graph(self._router, self.workspace, self.manifest)
         self.report.entities, self.report.relations = self.manifest.entities, self.manifest.relations
         self.report.graph_version = self.manifest.graph_version
-        self._timed("commit graph")
 
-    def _finish(self, run: RunFiles, cancelled: str = "") -> None:
-        """Document statuses from the run's tables (a Ray task for a run on Ray Data)."""
-        if self.report.stages == "driver":
-            counts = finish_documents(run, cancelled)
-        else:
-            counts = executors.finish_remotely(run, cancelled, self.task_args)
+    def _record_documents(self, cancelled: str = "") -> None:
+        """Document statuses from the run's tables (``cancelled``: the reason its documents failed)."""
+        counts = self._executor.finish_documents(cancelled)
         self.report.docs_failed += counts["docs_failed"]
         self.report.errors.extend(counts["errors"])
         if counts["errors_total"] > len(counts["errors"]):
             self.report.errors.append({"file_path": "", "error": f"... and {counts['errors_total'] - len(counts['errors'])} "
                                        "more failed documents (`lightrag-ray status` lists them)"})
-        self._timed("record documents")
+
+    def _record_sources(self) -> None:
+        """The sources table and the last sync's summary (after the commit: the chunk and status
+        tables follow it); with nothing to read, only the summary."""
+        sync = self._synced
+        if self._has_work():
+            sync.finish()
+        else:
+            self.report.sources_unchanged = sync.alone
+            sources.save_last_sync(self.workspace, sync.summary())
 
     # ---- helpers ----------------------------------------------------------------------
     def _check_stop(self) -> None:
@@ -433,7 +508,7 @@ class IndexRun:
         if self.open_graph is None:
             raise ValueError("an index run needs the workspace's graph: pass router= or open_graph= "
                              "(lightrag_ray.service.indexing.index_paths does)")
-        return self.open_graph(self.settings, self.report.chunks)
+        return self.open_graph(self.settings, self.report.chunks, self.workspace, self.manifest)
 
     def _vector_sink(self, pool: EmbeddingPool) -> tuple[VectorSink, VectorStore | None]:
         """Where the embedding actors store vectors: the caller's, or one opened for this run

@@ -9,12 +9,13 @@ from lightrag_ray.index.pipeline import IndexReport, IndexRun
 from lightrag_ray.index.progress import Progress, print_progress
 from lightrag_ray.service.opening import open_workspace
 from lightrag_ray.storage.graph.writer import GraphRouter
+from lightrag_ray.storage.manifest import Manifest
+from lightrag_ray.storage.workspace import Workspace
 
 
-def _writer_graph(settings: Settings, chunks: int) -> GraphRouter:
-    router = open_workspace(settings, "writer", chunks=chunks).router
-    assert router is not None  # a writer always has one
-    return router
+def _writer_graph(settings: Settings, chunks: int, workspace: Workspace, manifest: Manifest) -> GraphRouter:
+    """The run's own shards: the workspace opened as its writer, with the run's Workspace and manifest."""
+    return open_workspace(settings, "writer", chunks=chunks, workspace=workspace, manifest=manifest).graph_writer()
 
 
 def index_paths(

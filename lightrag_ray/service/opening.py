@@ -109,19 +109,20 @@ def bound_settings(settings: Settings) -> Settings:
 
 
 def open_workspace(settings: Settings, role: Role, *, keep_alive: bool = False,
-                   embedding_dim: int | None = None, chunks: int = 0) -> OpenWorkspace:
+                   embedding_dim: int | None = None, chunks: int = 0, workspace: Workspace | None = None,
+                   manifest: manifests.Manifest | None = None) -> OpenWorkspace:
     """Open ``settings.workspace`` for ``role`` (see the module doc). ``embedding_dim``: the
     embedder's dimension, checked against the manifest's; given to a writer, it also opens the
     vector store (a reader's or session's store takes the manifest's when it is not given).
     ``chunks``: how many chunks the writer is about to index, from which ``graph.num_shards:
-    auto`` picks the shard count of a new workspace (which the writer records)."""
+    auto`` picks the shard count of a new workspace (which the writer records). ``workspace`` and
+    ``manifest``: the caller's, already opened for this role (an indexing run's), not read again."""
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; one of {', '.join(ROLES)}")
-    workspace = Workspace(settings.workspace)
-    if role == "writer":
-        manifest = manifests.open_for(workspace, manifests.settings_manifest(settings))
-    else:
-        manifest = manifests.load(workspace)
+    workspace = workspace or Workspace(settings.workspace)
+    if manifest is None:
+        manifest = (manifests.open_for(workspace, manifests.settings_manifest(settings)) if role == "writer"
+                    else manifests.load(workspace))
     if role == "session" and not manifest.is_indexed():
         raise FileNotFoundError(f"{settings.workspace} holds no index yet; run `lightrag-ray index` first")
     if embedding_dim is not None:

@@ -30,15 +30,22 @@ def new_run_id() -> str:
 
 
 class RunFiles:
-    """The scratch tables of run ``run_id`` (picklable: workers write them)."""
+    """The scratch tables of run ``run_id`` (picklable: workers write them). ``workspace``: the
+    run's open Workspace in its own process; a worker opens its own once."""
 
-    def __init__(self, workspace_uri: str, run_id: str) -> None:
+    def __init__(self, workspace_uri: str, run_id: str, workspace: Workspace | None = None) -> None:
         self.workspace_uri = workspace_uri
         self.run_id = run_id
+        self._workspace = workspace
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_workspace": None}
 
     @property
     def workspace(self) -> Workspace:
-        return Workspace(self.workspace_uri)
+        if self._workspace is None:
+            self._workspace = Workspace(self.workspace_uri)
+        return self._workspace
 
     def folder(self, table: str) -> str:
         return self.workspace.path(RUNS, self.run_id, table)

@@ -19,6 +19,7 @@ from lightrag_ray.core.parsing import parse_extraction
 from lightrag_ray.core.records import Extraction
 from lightrag_ray.models.llm import BatchCaller, LLMError
 from lightrag_ray.storage.extraction_cache import CacheIndex, extraction_fingerprint, to_row, write_rows
+from lightrag_ray.storage.run_files import RunFiles
 from lightrag_ray.storage.workspace import Workspace
 
 Row = dict[str, Any]
@@ -44,9 +45,9 @@ class _Extract:
     the cache's part files when the run began (``cache_parts``); a hit elsewhere is this run's
     own extraction, found again when a batch is retried, and counts as extracted, not cached."""
 
-    def __init__(self, settings: dict[str, Any], earlier_parts: list[str]) -> None:
+    def __init__(self, settings: dict[str, Any], earlier_parts: list[str], run: RunFiles | None = None) -> None:
         self.settings = Settings.model_validate(settings)
-        self.workspace = Workspace(self.settings.workspace)
+        self.workspace = run.workspace if run is not None else Workspace(self.settings.workspace)
         self.fingerprint = extraction_fingerprint(self.settings)
         self.cache = CacheIndex(self.workspace, self.fingerprint)
         self.earlier_parts = set(earlier_parts)
@@ -74,8 +75,8 @@ class _Extract:
 class FastExtractChunks(_Extract):
     """Extraction by heuristics (no LLM, a few ms a chunk)."""
 
-    def __init__(self, settings: dict[str, Any], earlier_parts: list[str]) -> None:
-        super().__init__(settings, earlier_parts)
+    def __init__(self, settings: dict[str, Any], earlier_parts: list[str], run: RunFiles | None = None) -> None:
+        super().__init__(settings, earlier_parts, run)
         self.language = fast_language(self.settings.extraction.language)
 
     def _extract_new(self, chunks: list[Row]) -> list[Row]:
@@ -87,8 +88,8 @@ class FastExtractChunks(_Extract):
 class ExtractChunks(_Extract):
     """Extraction by the LLM, with ``extraction.gleaning_rounds`` "anything missed?" rounds."""
 
-    def __init__(self, settings: dict[str, Any], earlier_parts: list[str]) -> None:
-        super().__init__(settings, earlier_parts)
+    def __init__(self, settings: dict[str, Any], earlier_parts: list[str], run: RunFiles | None = None) -> None:
+        super().__init__(settings, earlier_parts, run)
         self.llm = BatchCaller(self.settings.llm)
 
     def _extract_new(self, chunks: list[Row]) -> list[Row]:
