@@ -66,7 +66,6 @@ import argparse
 import datetime
 import hashlib
 import json
-import logging
 import math
 import os
 import platform
@@ -98,9 +97,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
 
 import ray  # noqa: E402
-from bench_index import pyplot, save_plot  # noqa: E402
-from bench_scale import markdown  # noqa: E402
-from bench_serve import machine  # noqa: E402
+from bench_kit import machine, markdown, pyplot, save_plot, start_ray, stop_ray  # noqa: E402
+
 
 from lightrag_ray.config import ENV_PREFIX, ChunkingConfig, load_settings  # noqa: E402
 from lightrag_ray.core.tokenizer import get_encoding  # noqa: E402
@@ -701,8 +699,7 @@ class RayCluster:
         self.temp_dir = temp_dir
         store = object_store_mb * MIB
         if nodes <= 1:
-            ray.init(address="local", num_cpus=cpus, namespace=NAMESPACE, include_dashboard=False,
-                     logging_level=logging.WARNING, _temp_dir=str(temp_dir), object_store_memory=store)
+            start_ray(cpus, namespace=NAMESPACE, temp_dir=temp_dir, object_store_mb=object_store_mb)
             self.layout = f"1 node, {cpus} CPUs"
         else:
             from ray.cluster_utils import Cluster
@@ -713,14 +710,12 @@ class RayCluster:
             for _ in range(nodes - 1):
                 add_worker(self.cluster, per_worker, object_store_memory=store)
             self.cluster.wait_for_nodes()
-            ray.init(address=self.cluster.address, namespace=NAMESPACE, include_dashboard=False,
-                     logging_level=logging.WARNING)
+            start_ray(address=self.cluster.address, namespace=NAMESPACE)
             self.layout = f"{nodes} nodes: head 0 CPUs, {nodes - 1} workers x {per_worker} CPUs"
-        ray.data.DataContext.get_current().enable_progress_bars = False
         self.address = ray.get_runtime_context().gcs_address
 
     def shutdown(self) -> None:
-        ray.shutdown()
+        stop_ray()
         if self.cluster is not None:
             self.cluster.shutdown()
         shutil.rmtree(self.temp_dir, ignore_errors=True)

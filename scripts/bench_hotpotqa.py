@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import hashlib
 import json
-import logging
 import os
 import shlex
 import sys
@@ -41,7 +40,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-import ray
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -56,6 +54,7 @@ from lightrag_ray.query.walk import WalkWeights  # noqa: E402
 from lightrag_ray.service.session import LocalSession  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the simulated LLM lives in tests/
+from bench_kit import start_ray  # noqa: E402
 from tests.scripted_llm import ScriptedLLM  # noqa: E402
 
 SHARED = Path("/work/shared/data")
@@ -200,9 +199,7 @@ def main(argv: list[str] | None = None) -> None:
     # Passages over one chunk are handled: one counts as found when any of its chunks is in the first `top`.
     long = sum(count_tokens(text) > settings.chunking.chunk_tokens for text in passages.values())
 
-    ray.init(address=settings.ray.address, namespace=settings.ray.namespace, include_dashboard=False,
-             logging_level=logging.WARNING)
-    ray.data.DataContext.get_current().enable_progress_bars = False
+    start_ray(address=settings.ray.address, namespace=settings.ray.namespace)
     started = time.perf_counter()
     report = index_paths([str(source)], settings, progress=None)
     index_s = time.perf_counter() - started

@@ -67,6 +67,7 @@ KINDS = ("extract", "glean", "summary", "keywords", "answer")
 RAY_DEFAULT_ACTORS, RAY_DEFAULT_PER_ACTOR, HKU_DEFAULT = 2, 16, 4
 
 sys.path.insert(0, str(ROOT))
+from bench_kit import pyplot, save_plot, start_ray, stop_ray  # noqa: E402  (stdlib only, as this module)
 
 
 # ---- corpus ---------------------------------------------------------------------------
@@ -198,16 +199,10 @@ def ray_settings(cfg: dict[str, Any]) -> Any:
 
 def ray_child(cfg: dict[str, Any]) -> dict[str, Any]:
     """Runs in a child process: index cfg["source"] with lightrag-ray, return counts."""
-    import logging
-
     settings = ray_settings(cfg)
-    import ray
-
     from lightrag_ray.service.indexing import index_paths
 
-    ray.init(address="local", namespace=settings.ray.namespace, include_dashboard=False,
-             logging_level=logging.WARNING)
-    ray.data.DataContext.get_current().enable_progress_bars = False
+    start_ray(namespace=settings.ray.namespace)
     started = time.perf_counter()
 
     def progress(message: str) -> None:  # timestamped steps in the child's stderr log
@@ -215,7 +210,7 @@ def ray_child(cfg: dict[str, Any]) -> dict[str, Any]:
 
     report = index_paths([cfg["source"]], settings, progress=progress)
     wall = time.perf_counter() - started
-    ray.shutdown()
+    stop_ray()
     return {"wall_s": wall, "chunks": report.chunks, "entities": report.entities, "relations": report.relations,
             "texts_embedded": report.vectors_upserted, "summaries": report.summaries,
             "docs_failed": report.docs_failed, "chunks_failed": report.chunks_failed,
@@ -488,19 +483,6 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def pyplot() -> Any:
-    """matplotlib.pyplot on the Agg backend, or None (with a note) when matplotlib is missing."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no plot", file=sys.stderr)
-        return None
-    return plt
-
-
 def plot(rows: list[dict[str, Any]], path: Path, title: str) -> bool:
     plt = pyplot()
     if plt is None:
@@ -547,16 +529,6 @@ def stage_plot(rows: list[dict[str, Any]], path: Path, title: str) -> bool:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return True
-
-
-def save_plot(fig: Any, ax: Any, path: Path, title: str, grid_axis: str = "both") -> None:
-    """Title, grid and legend on ``ax``; write ``fig`` to ``path`` and close it."""
-    ax.set_title(title)
-    ax.grid(True, axis=grid_axis, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    pyplot().close(fig)
 
 
 # ---- main -------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ drives each with the same mix for ``--minutes``: every 15 s an insert job upsert
 entity and relation vectors (384-d, with text) and re-upserts a few entities and relations of
 earlier jobs; once 12 jobs are kept, each new one deletes an earlier job's rows (the soak's
 corpus stays about constant); each kind is searched every 0.4 s. Every 30 s it samples the
-server's RSS and the part the Go runtime holds (from its /metrics). Printed: RSS at a third of
+server's RSS and the part the Go runtime holds (from its /metrics; ``--sample-every``). Printed: RSS at a third of
 the run and at its end, growth in MiB per minute and in percent (the soak's window).
 
   defaults  Milvus's own settings
@@ -37,7 +37,7 @@ from lightrag_ray.storage.vectors import MilvusStore  # noqa: E402
 from tests.milvus_standalone import STEADY_WRITE_SETTINGS, MilvusStandalone  # noqa: E402
 
 VARIANTS: dict[str, dict[str, Any]] = {"defaults": {}, "steady": STEADY_WRITE_SETTINGS}
-DIM, JOB_EVERY_S, SEARCH_EVERY_S, SAMPLE_EVERY_S, KEPT_JOBS = 384, 15.0, 0.4, 30.0, 12
+DIM, JOB_EVERY_S, SEARCH_EVERY_S, KEPT_JOBS = 384, 15.0, 0.4, 12
 KINDS = ("chunks", "entities", "relations")
 MIB = 2**20
 
@@ -59,8 +59,8 @@ def _sample(server: MilvusStandalone) -> dict[str, float]:
     return {"rss_mib": round(rss, 1), "go_mib": round(go_resident, 1)}
 
 
-def drive(server: MilvusStandalone, minutes: float, seed: int) -> list[dict[str, float]]:
-    """Run the write and search mix on ``server``; samples every 30 s."""
+def drive(server: MilvusStandalone, minutes: float, seed: int, sample_every_s: float = 30.0) -> list[dict[str, float]]:
+    """Run the write and search mix on ``server``; samples every ``sample_every_s``."""
     rng = random.Random(seed)
     store = MilvusStore(server.uri, DIM, prefix="memory")
     kept: list[dict[str, list[str]]] = []
@@ -88,7 +88,7 @@ def drive(server: MilvusStandalone, minutes: float, seed: int) -> list[dict[str,
             for kind in KINDS:
                 store.search(kind, [_unit_vector(rng)], top_k=10)
             if now >= next_sample:
-                next_sample += SAMPLE_EVERY_S
+                next_sample += sample_every_s
                 samples.append({"minute": round((now - start) / 60, 2), **_sample(server)})
             time.sleep(SEARCH_EVERY_S)
     finally:
@@ -109,6 +109,8 @@ def growth(samples: list[dict[str, float]]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=30.0, help="how long each server is driven (default 30)")
+    parser.add_argument("--sample-every", type=float, default=30.0,
+                        help="seconds between RSS samples (default 30; the tests' short run takes 8)")
     parser.add_argument("--variants", nargs="+", choices=sorted(VARIANTS), default=sorted(VARIANTS))
     parser.add_argument("--json-out", default=None, help="write every sample and the growth figures here")
     args = parser.parse_args()
@@ -121,7 +123,7 @@ def main() -> None:
             server.start()
 
         def run(name: str) -> None:
-            results[name] = drive(servers[name], args.minutes, seed=1)
+            results[name] = drive(servers[name], args.minutes, seed=1, sample_every_s=args.sample_every)
 
         threads = [threading.Thread(target=run, args=(name,)) for name in servers]
         for thread in threads:

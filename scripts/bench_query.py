@@ -62,12 +62,11 @@ from bench_index import (  # noqa: E402
     PEER_DRIVER,
     PEER_VENV,
     load_corpus,
-    pyplot,
     ray_settings,
     run_child,
-    save_plot,
     sim_get,
 )
+from bench_kit import pyplot, save_plot, stop_ray  # noqa: E402
 
 MODES = ("naive", "local", "global", "hybrid", "mix")
 SYSTEMS = ("lightrag-ray", "lightrag-hku")
@@ -137,8 +136,6 @@ async def measure(context: Ask, answer: Ask, cfg: dict[str, Any], tokens: Callab
 
 def ray_child(cfg: dict[str, Any]) -> dict[str, Any]:
     """Runs in a child process: query the lightrag-ray workspace cfg["workspace"]."""
-    import ray
-
     from lightrag_ray.core.tokenizer import count_tokens
     from lightrag_ray.query.engine import QueryParam
     from lightrag_ray.service.session import LocalSession
@@ -155,7 +152,7 @@ def ray_child(cfg: dict[str, Any]) -> dict[str, Any]:
             return (await engine.query(question, QueryParam(mode=mode))).answer
 
         result = asyncio.run(measure(context, answer, cfg, lambda text: count_tokens(text, ENCODING)))
-    ray.shutdown()
+    stop_ray()
     return result
 
 

@@ -65,7 +65,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
 import shlex
 import shutil
@@ -88,8 +87,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 import ray  # noqa: E402
-from bench_index import pyplot, save_plot  # noqa: E402
-from bench_serve import machine  # noqa: E402
+from bench_kit import machine, markdown, pyplot, save_plot, start_ray, stop_ray  # noqa: E402
 
 from lightrag_ray.config import ChunkingConfig, ExtractionConfig, GraphConfig, Settings, load_settings  # noqa: E402
 from lightrag_ray.core.ids import chunk_id, entity_id  # noqa: E402
@@ -820,14 +818,6 @@ def overlap(base: str, other: str, retrieved: dict[str, dict[str, list[dict[str,
 
 
 # ---- output ----------------------------------------------------------------------------------
-def markdown(headers: list[str], rows: list[list[Any]]) -> str:
-    """A markdown table; columns of numbers right-aligned."""
-    numeric = [all(isinstance(row[i], (int, float)) for row in rows) for i in range(len(headers))]
-    lines = ["| " + " | ".join(headers) + " |", "|" + "".join("---:|" if n else "---|" for n in numeric)]
-    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def merge_table(rows: list[dict[str, Any]]) -> str:
     return markdown(
         ["mentions", "shards", "relation records", "distinct entities / relations generated",
@@ -1011,10 +1001,7 @@ def main(argv: list[str] | None = None) -> None:
     if with_graph and (largest, args.add_shards) not in runs:
         runs.append((largest, args.add_shards))
 
-    ray.init(address="local", num_cpus=2, namespace=settings.ray.namespace, include_dashboard=False,
-             logging_level=logging.WARNING)
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    start_ray(2, namespace=settings.ray.namespace)
     merges: list[dict[str, Any]] = []
     adds: list[dict[str, Any]] = []
     queries: list[dict[str, Any]] = []
@@ -1081,7 +1068,7 @@ def main(argv: list[str] | None = None) -> None:
                                                  by_store[stores[0]]["retrieved"])
     finally:
         sim.stop()
-        ray.shutdown()
+        stop_ray()
         if server is not None:
             server.stop()
             shutil.rmtree(server.base_dir, ignore_errors=True)

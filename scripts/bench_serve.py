@@ -21,9 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
-import platform
 import shlex
 import shutil
 import socket
@@ -36,6 +34,7 @@ from typing import Any
 import httpx
 import numpy as np
 
+from bench_kit import machine, start_ray
 from lightrag_ray.query.params import RETRIEVAL_MODES
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -74,8 +73,7 @@ def start_app(workspace: Path, corpus: str | None, replicas: int, workspaces: in
     from lightrag_ray.serve.app import AppArgs, build_app
 
     if not ray.is_initialized():
-        ray.init(num_cpus=cpus, include_dashboard=False, logging_level=logging.WARNING)
-        ray.data.DataContext.get_current().enable_progress_bars = False
+        start_ray(cpus, address=None)
     base, served = workspace / "base", workspace / f"served-{replicas}"
     if not (base / "manifest.json").exists():
         source = corpus or str(SAMPLE)
@@ -157,12 +155,6 @@ async def drive(url: str, clients: int, duration_s: float, mode: str, headers: d
         "p50_ms": round(float(np.percentile(ms, 50)), 1), "p95_ms": round(float(np.percentile(ms, 95)), 1),
         "p99_ms": round(float(np.percentile(ms, 99)), 1),
     }
-
-
-def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
-    return f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}"
 
 
 def main(argv: list[str] | None = None) -> None:

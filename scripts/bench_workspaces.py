@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import re
 import shlex
@@ -27,7 +26,6 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 import numpy as np
@@ -38,7 +36,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
-from bench_serve import machine  # noqa: E402
+from bench_kit import machine, start_ray  # noqa: E402
 
 SAMPLES = ROOT.parent / "shared" / "data" / "lightrag_eval_sample" / "sample_documents"
 SETTINGS = {"llm": {"backend": "none"}, "extraction": {"mode": "fast"}}
@@ -81,14 +79,12 @@ def documents(name: str) -> list[str]:
 
 
 def start_app(root: Path, cpus: int, max_open: int, max_memory_mb: float | None) -> str:
-    import ray
     from ray import serve
 
     from lightrag_ray.serve.app import AppArgs, build_app
     from tests.net_helpers import free_port
 
-    ray.init(num_cpus=cpus, include_dashboard=False, logging_level=logging.WARNING)
-    ray.data.DataContext.get_current().enable_progress_bars = False
+    start_ray(cpus, address=None)
     port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config={"log_level": "WARNING"})
     args = AppArgs(workspace=str(root / "default"), settings=SETTINGS, workspaces_root=str(root),

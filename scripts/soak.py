@@ -56,7 +56,6 @@ import argparse
 import asyncio
 import datetime
 import json
-import logging
 import os
 import random
 import re
@@ -89,9 +88,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 import ray  # noqa: E402
 from bench_corpus import RAY_AGENTS, actor_classes, is_starting_worker  # noqa: E402
-from bench_index import pyplot  # noqa: E402
-from bench_scale import markdown  # noqa: E402
-from bench_serve import machine  # noqa: E402
+from bench_kit import machine, markdown, pyplot, start_ray, stop_ray  # noqa: E402
 
 from lightrag_ray.config import ENV_PREFIX, load_settings  # noqa: E402
 from lightrag_ray.index.documents import parse_file  # noqa: E402
@@ -834,15 +831,12 @@ def soak_settings(llm_url: str, milvus_uri: str, prefix: str) -> dict[str, Any]:
     }
 
 
-def start_ray(cpus: int) -> tuple[str, Path]:
+def start_soak_ray(cpus: int) -> tuple[str, Path]:
     """A local Ray cluster owned by this process, started as `lightrag-ray serve` would start one
     (its processes inherit the marker)."""
     local_cluster_defaults()
     temp = Path(tempfile.mkdtemp(prefix="soakray_", dir="/tmp"))
-    ray.init(address="local", num_cpus=cpus, namespace=NAMESPACE, include_dashboard=False,
-             logging_level=logging.WARNING, _temp_dir=str(temp), object_store_memory=1024 * MIB)
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    return ray.get_runtime_context().gcs_address, temp
+    return start_ray(cpus, namespace=NAMESPACE, temp_dir=temp, object_store_mb=1024), temp
 
 
 def start_serve(workdir: Path, marker: str, config: Path, address: str) -> tuple[subprocess.Popen, str, Path]:
@@ -1333,7 +1327,7 @@ def main(argv: list[str] | None = None) -> int:
         milvus.base_dir.mkdir(parents=True)
         milvus_thread = threading.Thread(target=milvus.start, name="milvus-start")
         milvus_thread.start()
-        address, ray_temp = start_ray(args.cpus)
+        address, ray_temp = start_soak_ray(args.cpus)
         signal.signal(signal.SIGTERM, _stop_on_sigterm)  # again: ray.init puts its own in (a crash report, then abort)
         milvus_thread.join()
         if milvus.process is None:
@@ -1400,7 +1394,7 @@ def main(argv: list[str] | None = None) -> int:
                 serve.shutdown()
             except Exception:  # noqa: BLE001 - Ray is stopped next anyway
                 pass
-            ray.shutdown()
+            stop_ray()
         milvus.stop()
         if llm is not None:
             llm.terminate()

@@ -214,3 +214,13 @@ def test_open_workspace_is_defined_once():
     defined = [module for module, path in _modules().items() for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "open_workspace"]
     assert defined == ["service.opening"]
+
+
+def test_the_scripts_start_ray_only_through_the_bench_kit():
+    """scripts/bench_kit.py is where a benchmark or the soak starts its Ray cluster."""
+    scripts = PACKAGE.parent / "scripts"
+    calls = [f"{path.name}:{node.lineno}" for path in sorted(scripts.glob("*.py")) if path.name != "bench_kit.py"
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "init"
+             and isinstance(node.func.value, ast.Name) and node.func.value.id == "ray"]
+    assert not calls, calls
