@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import TypeVar
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 MAX_CHARS = 300
@@ -20,3 +21,14 @@ def short_error(exc: BaseException) -> str:
     plain = first and isinstance(exc, (OSError, ValueError, RuntimeError))  # messages written for users
     message = first if plain else f"{type(exc).__name__}: {first}".rstrip(": ")
     return message if len(message) <= MAX_CHARS else message[: MAX_CHARS - 3] + "..."
+
+
+T = TypeVar("T")
+
+
+def required(value: T | None, what: str) -> T:
+    """``value``, which must be there by now: a RuntimeError naming ``what`` otherwise (a step
+    of a run or an opening asked for something not opened yet)."""
+    if value is None:
+        raise RuntimeError(f"{what} is not open yet")
+    return value

@@ -22,7 +22,7 @@ import math
 from collections.abc import Callable, Generator, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 import pyarrow.dataset as pads
@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 import ray
 
 from lightrag_ray.config import Settings
+from lightrag_ray.core.errors import required
 from lightrag_ray.index.batch_llm import ProcessorRuns
 from lightrag_ray.index.stages.aliases import link_aliases, link_aliases_across
 from lightrag_ray.index.stages.chunk import ChunkDocuments
@@ -87,16 +88,12 @@ class RunParts:
     @property
     def graph(self) -> ShardHandles:
         """The run's graph shards."""
-        if self.shards is None:
-            raise RuntimeError("the run's graph shards are not open yet")
-        return self.shards
+        return required(self.shards, "the run's graph shards")
 
     @property
     def vector_sink(self) -> VectorSink:
         """Where the run's vectors go."""
-        if self.sink is None:
-            raise RuntimeError("the run's vector store is not open yet")
-        return self.sink
+        return required(self.sink, "the run's vector store")
 
     def reader(self) -> ReadFiles:
         """The read stage of this run."""
@@ -105,6 +102,20 @@ class RunParts:
     @property
     def settings_dict(self) -> dict[str, Any]:
         return self.settings.model_dump()
+
+
+class Executor(Protocol):
+    """How a run maps its batch stages over rows (InProcess, RayDataPools, Processors)."""
+
+    name: str
+
+    @property
+    def tokens(self) -> int: ...
+    def chunk(self, files: list[Row]) -> Iterator[Row]: ...
+    def extract(self, chunks: int, embedded: Callable[[int], None]) -> Generator[Row, None, None]: ...
+    def summarise(self) -> dict[str, int]: ...
+    def link_aliases(self, everything: bool) -> int: ...
+    def finish_documents(self, cancelled: str) -> dict[str, Any]: ...
 
 
 def local_settings(settings: Settings) -> Settings:
@@ -373,7 +384,7 @@ def _runtime(task_args: dict[str, Any]) -> dict[str, Any]:
 _finish_documents = ray.remote(finish_documents)
 
 
-def choose_executor(parts: RunParts, local: bool) -> InProcess | RayDataPools:
+def choose_executor(parts: RunParts, local: bool) -> Executor:
     """The run's executor: processors for the ray.data.llm backends in LLM mode, else this
     process for a small run (``local``), else Ray Data pools."""
     from lightrag_ray.models.llm_processor import uses_processor

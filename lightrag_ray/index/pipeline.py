@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from lightrag_ray.config import Settings
+from lightrag_ray.core.errors import required
 from lightrag_ray.core.sources import TEXT
 from lightrag_ray.index import executors
 from lightrag_ray.index.documents import list_input_files
@@ -144,7 +145,7 @@ class IndexRun:
         self.paths: list[str] = []
         self.sync: SourceSync | None = None
         self.parts: executors.RunParts | None = None
-        self.executor: executors.InProcess | executors.RayDataPools | None = None
+        self.executor: executors.Executor | None = None
         self.graph: GraphRouter | None = None  # open while the run needs it (a caller's, or the run's own)
         self.pool: EmbeddingPool | None = None
         self.job: WriteJob | None = None  # the write job of a caller's graph
@@ -216,27 +217,19 @@ class IndexRun:
 
     @property
     def _synced(self) -> SourceSync:
-        if self.sync is None:
-            raise RuntimeError("the run has not listed its sources yet")
-        return self.sync
+        return required(self.sync, "the run's source listing")
 
     @property
     def _parts(self) -> executors.RunParts:
-        if self.parts is None:
-            raise RuntimeError("the run has not started its batch stages yet")
-        return self.parts
+        return required(self.parts, "the run's batch stages")
 
     @property
-    def _executor(self) -> executors.InProcess | executors.RayDataPools:
-        if self.executor is None:
-            raise RuntimeError("the run has not chosen its executor yet")
-        return self.executor
+    def _executor(self) -> executors.Executor:
+        return required(self.executor, "the run's executor")
 
     @property
     def _router(self) -> GraphRouter:
-        if self.graph is None:
-            raise RuntimeError("the run's graph is not open")
-        return self.graph
+        return required(self.graph, "the run's graph")
 
     def _has_work(self) -> bool:
         """Files to read, or recorded files gone from the paths (a prune may remove them)."""

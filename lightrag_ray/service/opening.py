@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from lightrag_ray.config import Settings
+from lightrag_ray.core.errors import required
 from lightrag_ray.ray_runtime import ensure_ray, named_actor
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph.reader import ShardReader
@@ -48,21 +49,15 @@ class OpenWorkspace:
 
     def graph_reader(self) -> ShardReader:
         """The readers' handle on the shards (opened for a reader or a session)."""
-        if self.reader is None:
-            raise RuntimeError("this workspace was opened without a graph reader (role 'writer')")
-        return self.reader
+        return required(self.reader, "a graph reader (the workspace was opened as its writer)")
 
     def graph_writer(self) -> GraphRouter:
         """The writer's router (opened for a writer or a session)."""
-        if self.router is None:
-            raise RuntimeError("this workspace was opened without the shards' router (role 'reader')")
-        return self.router
+        return required(self.router, "the shards' router (the workspace was opened as a reader)")
 
     def vector_store(self) -> VectorStore:
         """The vector store opened in this process."""
-        if self.vectors is None:
-            raise RuntimeError("this workspace was opened without a vector store in this process")
-        return self.vectors
+        return required(self.vectors, "a vector store in this process")
 
     def close(self) -> None:
         """Stop the shard actors this process owns and release the vector store."""
