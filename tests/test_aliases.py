@@ -215,8 +215,9 @@ def test_a_workspace_built_before_aliases_gets_them_all_at_its_next_run(ray_clus
     settings = make_settings()
     corpus = tmp_path / "corpus"
     _write(corpus, "a.txt", "Jacob Marley was the partner of Ebenezer Scrooge. Marley left Scrooge his house.")
+    every_stage = IndexRun.stages
     with monkeypatch.context() as older:  # a version without the alias pass
-        older.setattr(IndexRun, "_link_aliases", lambda self, router: None)
+        older.setattr(IndexRun, "stages", lambda run: [stage for stage in every_stage(run) if stage.name != "aliases"])
         index_paths([str(corpus)], settings, progress=None)
     assert not manifests.load(Workspace(settings.workspace)).aliases_linked
     _write(corpus, "b.txt", "Fred Holywell invited Bob Cratchit to dinner.")

@@ -201,8 +201,9 @@ def test_a_small_run_works_in_the_driver_and_builds_what_the_ray_data_pools_buil
         # IndexRun.run is the loop over IndexRun.stages: a stage put into the list runs in its
         # place, timed, whichever executor maps the batch stages (the processors': test_data_llm_pipeline)
         audit.check(reports[name], {"driver": "InProcess", "pools": "RayDataPools"}[name])
-        # and this process builds one Workspace and reads manifest.json once (the stages in the driver too)
-        assert opened.take() == (1, 1), name
+        # and this process builds one Workspace (the stages in the driver too) and, for a new
+        # workspace, reads no manifest (it writes the first one)
+        assert opened.take() == (1, 0), name
     assert reports["driver"].stages == "driver" and reports["pools"].stages == "ray-data"
     assert waves[0] == 2 and waves[1] >= 2  # chunking: one per file; extraction: one per part
     fields = ("docs_new", "chunks", "chunks_extracted", "llm_requests", "summaries", "vectors_upserted",
@@ -219,6 +220,9 @@ def test_a_small_run_works_in_the_driver_and_builds_what_the_ray_data_pools_buil
     audit.seen.clear(), opened.take()
     again = index_paths([str(corpus)], driver, progress=None)  # nothing new: the audit's condition keeps it out
     assert not audit.seen and StageAudit.NAME not in again.stage_seconds and again.docs_skipped == 2
+    assert opened.take() == (1, 1)  # an indexed workspace: its manifest read once
+    _write(corpus, "c.txt", DOC_A.replace("Scrooge", "Scrivener"))
+    assert index_paths([str(corpus)], driver, progress=None).docs_new == 1  # a run that builds: still once
     assert opened.take() == (1, 1)
     assert index_paths([str(corpus / "a.txt")], make_settings("under", ray={
         "local_stages_max_mb": len(DOC_A.encode()) / 2**20}), progress=None).stages == "driver"
