@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from lightrag_ray.config import Settings
 from lightrag_ray.core.errors import required
