@@ -15,6 +15,7 @@ from lightrag_ray.storage.manifest import WorkspaceMismatchError
 from lightrag_ray.storage.vectors import MilvusStore
 from lightrag_ray.storage.workspace import Workspace
 from tests.graph_helpers import dump_graph, expected_graph, passages_sent
+from tests.opening_counts import Opened
 
 DOC_A = """Ebenezer Scrooge kept his counting house in London. Bob Cratchit worked for Ebenezer Scrooge.
 Jacob Marley was the partner of Ebenezer Scrooge. Tiny Tim was the son of Bob Cratchit.
@@ -59,33 +60,6 @@ class StageAudit:
         order = list(report.stage_seconds)
         assert order.index("embed chunks, extract and merge") < order.index(self.NAME) < order.index("embed graph")
         self.seen.clear()
-
-
-class Opened:
-    """Counts, in this process, the Workspaces built and the manifest reads."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        from lightrag_ray.storage import manifest as manifests
-
-        self.built: list[str] = []
-        self.reads: list[str] = []
-        init, load = Workspace.__init__, manifests.load
-
-        def counted_init(workspace, uri):
-            self.built.append(uri)
-            init(workspace, uri)
-
-        def counted_load(workspace):
-            self.reads.append(workspace.uri)
-            return load(workspace)
-
-        monkeypatch.setattr(Workspace, "__init__", counted_init)
-        monkeypatch.setattr(manifests, "load", counted_load)
-
-    def take(self) -> tuple[int, int]:
-        counts = (len(self.built), len(self.reads))
-        self.built.clear(), self.reads.clear()
-        return counts
 
 
 def test_christmas_carol_graph_matches_llm_records_and_rerun_is_free(ray_cluster, llm, make_settings, shared_data,

@@ -21,6 +21,7 @@ from lightrag_ray.models.embedding import make_embedder
 from lightrag_ray.service.jobs import CANCELLED, PENDING, PROCESSING
 from lightrag_ray.service.workspace_service import WorkspaceService, WriteBusy
 from tests.net_helpers import free_port
+from tests.opening_counts import Opened
 from tests.test_index_pipeline import DOC_A, DOC_B
 
 API_KEY = "edge-key"
@@ -90,6 +91,15 @@ def service(ray_cluster, make_settings):
     opened = WorkspaceService(settings, make_embedder(settings.embedding))
     yield opened
     opened.close()
+
+
+def test_a_served_insert_builds_no_workspace_and_reads_the_manifest_once(service, monkeypatch):
+    """The service's Workspace serves its insert jobs: a job builds none in this (the owner's)
+    process and reads manifest.json once."""
+    job = service.submit([("a.txt", DOC_A.encode())])
+    opened = Opened(monkeypatch)
+    assert service.run_job(job["track_id"])["status"] == "processed"
+    assert opened.take() == (0, 1)
 
 
 def _run_slowly(service, llm, track_id: str) -> threading.Thread:

@@ -10,6 +10,7 @@ from ray.exceptions import ActorDiedError
 
 from lightrag_ray.query.engine import Prepared, QueryEngine, QueryParam
 from lightrag_ray.serve.app import http_app
+from lightrag_ray.serve.owner import WorkspaceCalls
 from lightrag_ray.serve.routes.replica import current_replica
 from tests.test_query_engine import CannedLLM, _engine
 
@@ -83,13 +84,10 @@ def test_answering_routes_share_one_answering_path(monkeypatch):
             assert "Canned" in response.text, path  # the LLM's answer came back
 
 
-class _DeadOwner:
+class _DeadOwner(WorkspaceCalls):
     """The workspace owner's calls as they fail when its replica dies during the call."""
 
-    def __getattr__(self, method: str) -> Any:
-        return self
-
-    async def remote(self, *args: Any) -> Any:
+    async def run(self, method: Any, *args: Any) -> Any:
         raise ActorDiedError()
 
 

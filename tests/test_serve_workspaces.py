@@ -191,12 +191,32 @@ def test_a_workspace_the_cluster_has_no_cpu_for_is_refused_with_a_clear_message(
 
     from lightrag_ray.config import load_settings
     from lightrag_ray.serve import owner
+    from lightrag_ray.service import workspace_pool
     from lightrag_ray.service.workspaces import NoRoomForWorkspace
 
-    monkeypatch.setattr(owner, "ROOM_WAIT_S", 0.5)
+    monkeypatch.setattr(workspace_pool, "ROOM_WAIT_S", 0.5)
     settings = load_settings(overrides={"workspace": str(tmp_path / "single")}, environ={})
     host = owner.WorkspaceDeployment.func_or_class(settings.model_dump(), None, str(tmp_path / "root"))
-    asyncio.run(host._wait_for_room("small", 0.001))  # there is room for this
+    asyncio.run(host.pool.wait_for_room("small", 0.001))  # there is room for this
     with pytest.raises(NoRoomForWorkspace, match=r"no free CPU to open workspace 'huge' \(its actors reserve 1000;"):
-        asyncio.run(host._wait_for_room("huge", 1000.0))
+        asyncio.run(host.pool.wait_for_room("huge", 1000.0))
     assert host.catalog.cpus_to_open(host.catalog.settings_for("new", create=True)) == pytest.approx(0.3)  # 2 shards + Lite
+
+
+def test_the_owner_runs_only_its_listed_service_calls(ray_cluster, tmp_path):
+    """The ingress reaches a workspace's service through the explicit list WorkspaceCalls: any
+    other method (the job runner, closing, private helpers) is refused before a workspace opens."""
+    import asyncio
+
+    from lightrag_ray.config import load_settings
+    from lightrag_ray.serve import owner
+    from lightrag_ray.service.workspace_service import WorkspaceService
+
+    assert owner.CALLS and all(not name.startswith("_") and callable(getattr(WorkspaceService, name))
+                               for name in owner.CALLS)
+    settings = load_settings(overrides={"workspace": str(tmp_path / "single")}, environ={})
+    host = owner.WorkspaceDeployment.func_or_class(settings.model_dump(), None, str(tmp_path / "root"))
+    for method in ("run_job", "close", "memory_bytes", "_exclusive", "nonexistent"):
+        with pytest.raises(AttributeError, match=f"may not call the workspace service's '{method}'"):
+            asyncio.run(host.call("a", method))
+    assert not host.pool.hosted  # nothing was opened

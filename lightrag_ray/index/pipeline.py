@@ -111,9 +111,10 @@ class IndexRun:
         embedding_pool: EmbeddingPool | None = None,
         open_graph: Callable[[Settings, int, Workspace, manifests.Manifest], GraphRouter] | None = None,
         prune: bool = False, display_kind: str = TEXT, relative_to: str | None = None,
+        workspace: Workspace | None = None,
     ) -> None:
         """``router``/``vectors``: the shards and the vector store a caller keeps open (the Serve
-        app); ``open_graph(settings, chunks, workspace, manifest)``: opens the workspace's shards
+        app), ``workspace``: its Workspace (None: the run builds its own); ``open_graph(settings, chunks, workspace, manifest)``: opens the workspace's shards
         (with the run's Workspace and manifest) when the run has ``chunks`` to index and no ``router`` was given (service.indexing passes its writer's; the
         run closes it);
         ``embedding_pool``: an open pool (model loaded) that the run leases and leaves open
@@ -139,7 +140,7 @@ class IndexRun:
         self.relative_to = relative_to
         self.say = progress or (lambda _message: None)
         self.report = IndexReport()
-        self.workspace = Workspace(settings.workspace)
+        self.workspace = workspace or Workspace(settings.workspace)
         self.manifest = manifests.open_for(self.workspace, manifests.settings_manifest(settings))
         self.task_args = {"num_cpus": settings.ray.task_cpus, **niceness_options(niceness)}
         self.paths: list[str] = []

@@ -20,7 +20,7 @@ from lightrag_ray.models.llm import LLMClient
 from lightrag_ray.query.engine import QueryEngine
 from lightrag_ray.query.stores import ThreadedVectorIndex, VectorIndex
 from lightrag_ray.serve.deployments import HandleEmbedder
-from lightrag_ray.serve.owner import HandleVectorIndex, WriterHandle
+from lightrag_ray.serve.owner import HandleVectorIndex, WriterHandle, raise_refusal
 from lightrag_ray.service.opening import OpenWorkspace, open_workspace
 
 RECHECK_S = 1.0
@@ -89,7 +89,7 @@ class OpenSpaces:
         of that name (``create``: it makes one)."""
         space = self.spaces.get(name)
         if space is None or create or time.monotonic() - space.checked > RECHECK_S:
-            opened = await WriterHandle(self.owner, name).open.remote(create)
+            opened = raise_refusal(await self.owner.open.remote(name, create))
             if space is None or space.epoch != opened["epoch"]:
                 if space is not None:
                     await asyncio.to_thread(space.close)

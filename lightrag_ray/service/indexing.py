@@ -23,8 +23,8 @@ def index_paths(
 ) -> IndexReport:
     """Index files or folders into ``settings.workspace`` (incremental and resumable).
 
-    ``opened`` may pass ``router=``, ``vectors=`` and ``embedding_pool=`` that the caller
-    keeps open, ``display_names=``, ``niceness=``, ``stop=`` and ``prune=`` (see IndexRun). Without a
+    ``opened`` may pass ``router=``, ``vectors=``, ``workspace=`` and ``embedding_pool=`` that the
+    caller keeps open, ``display_names=``, ``niceness=``, ``stop=`` and ``prune=`` (see IndexRun). Without a
     ``router`` the run opens the workspace as its writer once it has documents to index, and
     stops the shard actors at its end.
     """

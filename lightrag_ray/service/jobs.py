@@ -147,7 +147,8 @@ class InsertJobs:
                           "display_kind": UPLOAD if track_id.startswith("upload") else TEXT})
                 report = index_paths(
                     inputs.pop("paths"), self.settings, progress=lambda message: LOG.info("%s: %s", track_id, message),
-                    router=self.graph, vectors=self.sink, embedding_pool=self.embedding_pool.get(niceness),
+                    router=self.graph, vectors=self.sink, workspace=self.workspace,
+                    embedding_pool=self.embedding_pool.get(niceness),
                     niceness=niceness, stop=self.stop, **inputs,
                 )
             except IndexCancelled:

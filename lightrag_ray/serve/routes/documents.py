@@ -59,7 +59,7 @@ async def _submit(space: Space, files: list[tuple[str, bytes]], prefix: str, as_
 
     _check_inserts(space)
     try:
-        job = await space.writer.submit.remote(files, prefix, as_text)
+        job = await space.writer.submit(files, prefix, as_text)
     except InsertRejected as exc:
         raise HTTPException(400, cause_message(exc)) from None
     return _insert_response(job)
@@ -121,7 +121,7 @@ async def scan(space: NewSpaceDep, body: ScanRequest | None = None) -> ScanRespo
     Skipped while an insert job runs or is queued."""
     _check_inserts(space)
     prune = body is not None and body.prune
-    job, busy = await _write(space.writer.scan.remote(space.input_dir, prune))
+    job, busy = await _write(space.writer.scan(space.input_dir, prune))
     if busy is not None:
         return ScanResponse(status="scanning_skipped_pipeline_busy", message=str(busy), track_id=busy.track_id)
     counts = job["scan"]
@@ -136,7 +136,7 @@ async def scan(space: NewSpaceDep, body: ScanRequest | None = None) -> ScanRespo
 async def reprocess_failed(space: SpaceDep) -> ReprocessResponse:
     """Queue the failed documents again as one insert job, from their uploaded copies."""
     _check_inserts(space)
-    job = await space.writer.reprocess_failed.remote()
+    job = await space.writer.reprocess_failed()
     if job is None:
         return ReprocessResponse(status="reprocessing_started", message=(
             "No failed document with an uploaded copy to reprocess (a file that could not be read is retried "
@@ -151,7 +151,7 @@ async def reprocess_failed(space: SpaceDep) -> ReprocessResponse:
 @router.get("/documents/track_status/{track_id}")
 async def track_status(track_id: str, space: SpaceDep) -> dict[str, Any]:
     """Progress of one insert job and its documents."""
-    found = await space.writer.track_status.remote(track_id)
+    found = await space.writer.track_status(track_id)
     if found is None:
         raise HTTPException(404, f"no insert job with track id {track_id!r}")
     return found
@@ -161,7 +161,7 @@ async def track_status(track_id: str, space: SpaceDep) -> dict[str, Any]:
 async def cancel(track_id: str, space: SpaceDep) -> dict[str, Any]:
     """Cancel an insert job: a queued one never runs, a running one stops after its
     current extraction batch (its documents are then marked failed)."""
-    job = await space.writer.cancel.remote(track_id)
+    job = await space.writer.cancel(track_id)
     if job is None:
         raise HTTPException(404, f"no insert job with track id {track_id!r}")
     if job["status"] not in ("pending", "processing", "cancelled"):
@@ -174,7 +174,7 @@ async def cancel(track_id: str, space: SpaceDep) -> dict[str, Any]:
 @router.post("/documents/cancel_pipeline")
 async def cancel_pipeline(space: SpaceDep) -> CancelPipelineResponse:
     """Cancel every queued and running insert job (``not_busy`` when there is none)."""
-    cancelled = await space.writer.cancel_all.remote()
+    cancelled = await space.writer.cancel_all()
     if not cancelled:
         return CancelPipelineResponse(status="not_busy", message="Pipeline is not currently running. No cancellation needed.")
     return CancelPipelineResponse(status="cancellation_requested", message=(
@@ -187,25 +187,25 @@ async def cancel_pipeline(space: SpaceDep) -> CancelPipelineResponse:
 @router.get("/documents")
 async def documents(space: SpaceDep) -> dict[str, Any]:
     """Documents grouped by status, each in LightRAG's DocStatusResponse shape plus our fields."""
-    return documents_by_status(await space.writer.documents.remote())
+    return documents_by_status(await space.writer.documents())
 
 
 @router.post("/documents/paginated")
 async def documents_paginated(request: DocumentsRequest, space: SpaceDep) -> dict[str, Any]:
     """A page of documents (status filter, sorting) with pagination info and status counts."""
-    return paginate((await space.writer.documents.remote())["statuses"], request)
+    return paginate((await space.writer.documents())["statuses"], request)
 
 
 @router.get("/documents/status_counts")
 async def documents_status_counts(space: SpaceDep) -> dict[str, Any]:
     """Documents per status, plus ``all``."""
-    return {"status_counts": status_counts((await space.writer.documents.remote())["statuses"])}
+    return {"status_counts": status_counts((await space.writer.documents())["statuses"])}
 
 
 @router.get("/documents/pipeline_status")
 async def documents_pipeline_status(space: SpaceDep) -> dict[str, Any]:
     """The insert queue in LightRAG's pipeline-status shape."""
-    found = await space.writer.documents.remote()
+    found = await space.writer.documents()
     return pipeline_status(found["statuses"], found["cancelling"])
 
 
@@ -213,7 +213,7 @@ async def documents_pipeline_status(space: SpaceDep) -> dict[str, Any]:
 @router.delete("/documents/delete_document")
 async def delete_document(request: DeleteDocRequest, space: SpaceDep) -> dict[str, Any]:
     """Delete documents; entities and relations they shared keep their other sources."""
-    result, busy = await _write(space.writer.delete.remote(request.doc_ids))
+    result, busy = await _write(space.writer.delete(request.doc_ids))
     if busy is not None:
         return _busy_response(busy)
     if not result["deleted"]:
@@ -227,7 +227,7 @@ async def delete_document(request: DeleteDocRequest, space: SpaceDep) -> dict[st
 async def clear_documents(space: SpaceDep) -> ClearDocumentsResponse:
     """Delete every document with its graph, vectors and uploaded copy; ``busy`` while an
     insert job runs or is queued. Files in the input folder and cached extractions stay."""
-    result, busy = await _write(space.writer.clear.remote())
+    result, busy = await _write(space.writer.clear())
     if busy is not None:
         return ClearDocumentsResponse(status="busy", message=str(busy))
     return ClearDocumentsResponse(status="success", message=(
@@ -238,7 +238,7 @@ async def clear_documents(space: SpaceDep) -> ClearDocumentsResponse:
 @router.post("/documents/clear_cache")
 async def clear_cache(space: SpaceDep, body: ClearCacheRequest | None = None) -> ClearCacheResponse:
     """Empty the LLM cache (the cached chunk extractions); 409 while an insert job runs."""
-    count, busy = await _write(space.writer.clear_cache.remote())
+    count, busy = await _write(space.writer.clear_cache())
     if busy is not None:
         return _busy_response(busy)
     return ClearCacheResponse(status="success", message=(

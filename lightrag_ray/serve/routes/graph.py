@@ -74,7 +74,7 @@ async def _edit(space: Space, operation: str, *args: Any) -> Any:
     from lightrag_ray.service.workspace_service import WriteBusy
 
     try:
-        return await space.writer.edit_graph.remote(operation, *args)
+        return await space.writer.edit_graph(operation, *args)
     except GraphEditError as exc:
         raise HTTPException(exc.status, str(exc)) from None
     except WriteBusy as exc:

@@ -12,6 +12,7 @@ from fastapi import Depends, HTTPException, Request
 from lightrag_ray.config import Settings
 from lightrag_ray.models.llm import LLMClient
 from lightrag_ray.query.engine import QueryEngine
+from lightrag_ray.serve.owner import WorkspaceCalls
 from lightrag_ray.serve.workspace_routing import WorkspaceDenied, check_access, requested_workspace
 from lightrag_ray.service.workspaces import InvalidWorkspaceName, UnknownWorkspace, check_name
 
@@ -21,7 +22,7 @@ class Space(Protocol):
 
     name: str
     settings: Settings  # the workspace's own (its folder, shards, vector collections)
-    writer: Any  # the workspace owner's calls for this workspace (serve.owner.WriterHandle)
+    writer: WorkspaceCalls  # the workspace owner's calls for this workspace (serve.owner.WriterHandle)
     input_dir: str  # the folder /documents/scan indexes
 
     async def engine(self) -> QueryEngine:

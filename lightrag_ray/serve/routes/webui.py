@@ -96,7 +96,7 @@ async def health(request: Request, replica: ReplicaDep) -> dict[str, Any]:
     if not request.scope.get(AUTHORISED, False):
         return {"status": "healthy"}
     space = await current_space(request, replica)
-    return {**await space.writer.health.remote(), "workspace_name": space.name, "served_by": replica.node_id}
+    return {**await space.writer.health(), "workspace_name": space.name, "served_by": replica.node_id}
 
 
 # ---- the WebUI's files -----------------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 
-from lightrag_ray.serve.owner import WriterHandle
+from lightrag_ray.serve.owner import raise_refusal
 from lightrag_ray.serve.routes.replica import ReplicaDep, workspace_errors
 from lightrag_ray.serve.workspace_routing import ALLOWED_KEY, check_access
 from lightrag_ray.service.workspaces import check_name
@@ -33,7 +33,7 @@ async def delete_workspace(name: str, request: Request, replica: ReplicaDep) -> 
     try:
         with workspace_errors():
             check_access(request.scope, check_name(name))
-            deleted = await WriterHandle(replica.owner, name).delete_workspace.remote()
+            deleted = raise_refusal(await replica.owner.delete_workspace.remote(name))
     except WriteBusy as exc:
         raise HTTPException(409, str(exc), headers={"Retry-After": "5"}) from None
     await replica.forget(name)
