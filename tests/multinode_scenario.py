@@ -2,16 +2,19 @@
 (``ray.cluster_utils.Cluster``); prints one JSON line. Run by tests/test_multinode.py in
 its own process (a process joins only one Ray cluster).
 
-``node-loss``: a head with 0 CPUs (the driver, no tasks or actors, as on KubeRay) and two
-workers; one worker is killed once a number of extraction requests were answered. Milvus is
-a server (``--milvus-uri``) and the workspace a path every node sees. After indexing, a
-question is answered across the cluster and the graph is exported for comparison.
+One cluster, as on KubeRay: a head with 0 CPUs (the driver, no tasks or actors) and workers
+of 2 CPUs each; Milvus is a server (``--milvus-uri``) and the workspaces paths every node sees.
 
-``scaling``: LLM requests per second with the scripted LLM at a fixed latency, on one node,
-then on three (two workers added to the same cluster); every node has the same CPUs and
-hosts one extraction actor, so the requests in flight grow with the nodes. Then the Serve
-app answers over the three nodes with three ingress replicas, and the nodes that served
-are recorded.
+``scaling``: LLM requests per second with the scripted LLM at a fixed latency, on one worker,
+then on three (two workers added to the same cluster); every worker has the same CPUs and
+hosts one extraction actor, so the requests in flight grow with the nodes. Then the Serve app
+answers over the three workers with three ingress replicas, and the nodes that served are
+recorded.
+
+``node loss`` (then, on the same three workers): the corpus indexed again into a new
+workspace, and a worker holding an extraction actor killed once a number of extraction
+requests were answered. After indexing, a question is answered across the cluster and the
+graph is exported for comparison.
 """
 
 from __future__ import annotations
@@ -99,14 +102,18 @@ def _import_extraction() -> str:
     return ray.get_runtime_context().get_node_id()
 
 
+def worker_nodes() -> list[str]:
+    """The alive nodes with CPUs (not the 0-CPU head)."""
+    return [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0]
+
+
 def warm_nodes() -> None:
-    """Every alive node imports the extraction actors' modules once, so that the rate measured
+    """Every worker imports the extraction actors' modules once, so that the rate measured
     is the LLM's and not a fresh node's first Python start: on 2 cores, the extraction actors
     of two nodes just added started late in some runs (1.2-1.4x the one-node rate) and in time
     in others (2.5x)."""
-    for node in ray.nodes():
-        if node["Alive"]:
-            run_on_node(_import_extraction, node["NodeID"])
+    for node_id in worker_nodes():
+        run_on_node(_import_extraction, node_id)
 
 
 def run_on_node(task: Any, node_id: str, seconds: float = 120) -> Any:
@@ -200,100 +207,98 @@ def serve_across(settings: Settings, replicas: int, requests: int = 40) -> dict[
             "query_chunks": len(query.json()["data"]["chunks"]) if query.status_code == 200 else 0}
 
 
-def node_loss(args: argparse.Namespace) -> dict[str, Any]:
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
-    # Two CPUs a worker: after one is lost, the other still fits every actor of the run.
-    workers = [add_worker(cluster, 2) for _ in range(2)]
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, include_dashboard=False, logging_level=logging.WARNING)
-    phase("head and two workers up")
-    ray.data.DataContext.get_current().enable_progress_bars = False
+def node_loss(cluster: Cluster, llm: TimedLLM, args: argparse.Namespace) -> dict[str, Any]:
+    """Index the corpus on the cluster's workers, one killed mid-extraction (see the module doc)."""
+    llm.latency_s = args.latency
     removed: dict[str, Any] = {}
-    with TimedLLM(latency_s=args.latency) as llm:
-        settings = settings_for(args.workspace, llm, args.milvus_uri, cluster.address)
+    settings = settings_for(str(Path(args.workspace) / "node_loss"), llm, args.milvus_uri, cluster.address,
+                            vectors={"collection_prefix": "node_loss_"})
 
-        def remove_worker() -> None:
-            victim = workers[-1]
-            removed["node_id"] = victim.node_id
-            removed["actor_nodes"] = actor_nodes()
-            removed["actors_on_it"] = {k: v.count(victim.node_id) for k, v in removed["actor_nodes"].items()}
-            removed["at_llm_requests"] = sum(llm.counts().values())
-            cluster.remove_node(victim, allow_graceful=False)  # a crash, not a drain
-            phase("worker removed")
+    def remove_worker() -> None:
+        removed["actor_nodes"] = actor_nodes()
+        # a worker with an extraction actor (every worker holds a graph shard: they spread)
+        hosts = set(removed["actor_nodes"].get("ExtractChunks", []))
+        victim = next(node for node in list(cluster.worker_nodes) if node.node_id in hosts)
+        removed["node_id"] = victim.node_id
+        removed["actors_on_it"] = {k: v.count(victim.node_id) for k, v in removed["actor_nodes"].items()}
+        removed["at_llm_requests"] = sum(llm.counts().values()) - sum(counts_before.values())
+        cluster.remove_node(victim, allow_graceful=False)  # a crash, not a drain
+        phase("worker removed")
 
-        if args.remove_worker_after:
-            when_extracted(llm, args.remove_worker_after, remove_worker)
-        started = time.monotonic()
-        report = index_paths([args.corpus], settings, progress=None)
-        seconds = time.monotonic() - started
-        phase("indexed")
-        counts = llm.counts()
-        query = query_across(settings, args.question)
-        phase("question answered")
-    result = {
+    counts_before = llm.counts()
+    if args.remove_worker_after:
+        when_extracted(llm, counts_before.get("extract", 0) + args.remove_worker_after, remove_worker)
+    started = time.monotonic()
+    report = index_paths([args.corpus], settings, progress=None)
+    seconds = time.monotonic() - started
+    phase("indexed (node loss)")
+    counts = {kind: n - counts_before.get(kind, 0) for kind, n in llm.counts().items()}
+    query = query_across(settings, args.question)
+    phase("question answered")
+    return {
         "report": report.to_dict(), "seconds": round(seconds, 1), "llm_counts": counts,
         "removed": removed, "head": cluster.head_node.node_id, "alive_nodes": [n["NodeID"] for n in ray.nodes() if n["Alive"]],
         "query": query,
     }
-    ray.shutdown()
-    cluster.shutdown()
-    return result
 
 
-def scaling(args: argparse.Namespace) -> dict[str, Any]:
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, include_dashboard=False, logging_level=logging.WARNING)
-    phase("head started")
-    ray.data.DataContext.get_current().enable_progress_bars = False
+def scaling(cluster: Cluster, llm: TimedLLM, args: argparse.Namespace) -> dict[str, Any]:
+    """Requests per second on one worker, then three; the Serve app across them (module doc)."""
+    llm.latency_s = args.scaling_latency
     figures: dict[str, Any] = {}
     half = len(list(Path(args.corpus).glob("*.txt"))) // 2
-    with TimedLLM(latency_s=args.latency) as llm:
-        for nodes in (1, 3):
-            while len([n for n in ray.nodes() if n["Alive"]]) < nodes:
-                add_worker(cluster, 2)
-            cluster.wait_for_nodes()
-            phase(f"{nodes} node(s) up")
-            warm_nodes()
-            phase(f"{nodes} node(s) imported the extraction modules")
-            placed: dict[str, list[str]] = {}
-            # Mid-extraction (the actors of finished runs are not reported reliably).
-            before = llm.counts().get("extract", 0)
-            when_extracted(llm, before + half, lambda placed=placed: placed.update(actor_nodes()))
-            settings = settings_for(
-                str(Path(args.workspace) / f"nodes{nodes}"), llm, args.milvus_uri, cluster.address,
-                extraction={"actors": nodes, "num_cpus": 0.5},  # one extraction actor a node
-                embedding={"actors": 1, "num_cpus": 0.5}, vectors={"collection_prefix": f"scaling{nodes}_"},
-            )
-            since = len(llm.arrivals)
-            started = time.monotonic()
-            report = index_paths([args.corpus], settings, progress=None)
-            phase(f"indexed on {nodes} node(s)")
-            figures[f"nodes_{nodes}"] = {
-                **llm.rate(since), "index_seconds": round(time.monotonic() - started, 1),
-                "chunks": report.chunks, "llm_requests": report.llm_requests,
-                "extraction_nodes": len(placed.get("ExtractChunks", [])),
-            }
-        figures["serve"] = serve_across(settings, replicas=3)
-        phase("served from the nodes")
-        figures["nodes"] = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
-    ray.shutdown()
-    cluster.shutdown()
-    return {"latency_s": args.latency, "max_concurrency": 4, **figures}
+    for nodes in (1, 3):
+        while len(worker_nodes()) < nodes:
+            add_worker(cluster, 2)
+        cluster.wait_for_nodes()
+        phase(f"{nodes} worker(s) up")
+        warm_nodes()
+        phase(f"{nodes} worker(s) imported the extraction modules")
+        placed: dict[str, list[str]] = {}
+        # Mid-extraction (the actors of finished runs are not reported reliably).
+        before = llm.counts().get("extract", 0)
+        when_extracted(llm, before + half, lambda placed=placed: placed.update(actor_nodes()))
+        settings = settings_for(
+            str(Path(args.workspace) / f"nodes{nodes}"), llm, args.milvus_uri, cluster.address,
+            extraction={"actors": nodes, "num_cpus": 0.5},  # one extraction actor a node
+            embedding={"actors": 1, "num_cpus": 0.5}, vectors={"collection_prefix": f"scaling{nodes}_"},
+        )
+        since = len(llm.arrivals)
+        started = time.monotonic()
+        report = index_paths([args.corpus], settings, progress=None)
+        phase(f"indexed on {nodes} worker(s)")
+        figures[f"nodes_{nodes}"] = {
+            **llm.rate(since), "index_seconds": round(time.monotonic() - started, 1),
+            "chunks": report.chunks, "llm_requests": report.llm_requests,
+            "extraction_nodes": len(placed.get("ExtractChunks", [])),
+        }
+    figures["serve"] = serve_across(settings, replicas=3)
+    phase("served from the nodes")
+    figures["nodes"] = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+    return {"latency_s": args.scaling_latency, "max_concurrency": 4, **figures}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("mode", choices=("node-loss", "scaling"))
     parser.add_argument("--corpus", required=True)
     parser.add_argument("--workspace", required=True)
     parser.add_argument("--milvus-uri", required=True)
     parser.add_argument("--remove-worker-after", type=int, default=0,
-                        help="node-loss: kill a worker once this many extraction requests arrived (0: never)")
+                        help="node loss: kill a worker once this many extraction requests arrived (0: never)")
     parser.add_argument("--question", default="Who is mentioned in the passages?")
-    parser.add_argument("--latency", type=float, default=0.2, help="scripted LLM seconds per request")
+    parser.add_argument("--latency", type=float, default=0.2, help="node loss: scripted LLM seconds per request")
+    parser.add_argument("--scaling-latency", type=float, default=0.5, help="scaling: scripted LLM seconds per request")
     args = parser.parse_args()
-    result = node_loss(args) if args.mode == "node-loss" else scaling(args)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    add_worker(cluster, 2)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, include_dashboard=False, logging_level=logging.WARNING)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    phase("head and one worker up")
+    with TimedLLM() as llm:
+        result = {"scaling": scaling(cluster, llm, args), "node_loss": node_loss(cluster, llm, args)}
+    ray.shutdown()
+    cluster.shutdown()
     print(json.dumps(result))
 
 

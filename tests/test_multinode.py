@@ -1,7 +1,7 @@
 """Indexing across a 3-node Ray cluster built on this machine, with Milvus as a server and
 the workspace on a path every node sees (issue 6).
 
-The clusters run in subprocesses (tests/multinode_scenario.py): this process is joined to
+One cluster, for both tests, runs in a subprocess (tests/multinode_scenario.py): this process is joined to
 the session's single-node cluster, which builds the reference graph.
 """
 
@@ -32,6 +32,14 @@ def corpus(shared_data, tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="module")
+def scenario(milvus_server, corpus, tmp_path_factory):
+    """One cluster (tests/multinode_scenario.py): the scaling runs, then the run with a worker lost."""
+    workspace = tmp_path_factory.mktemp("multinode")
+    return _scenario("--corpus", str(corpus), "--workspace", str(workspace), "--milvus-uri", milvus_server,
+                     "--remove-worker-after", str(PASSAGES // 2), "--question", "What is Demon Dice?", timeout=840)
+
+
 def _scenario(*args: str, timeout: int) -> dict:
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     env.pop("RAY_ADDRESS", None)
@@ -46,14 +54,9 @@ def _scenario(*args: str, timeout: int) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.timeout(600)
-def test_three_nodes_with_a_worker_lost_give_the_single_node_graph(
-    ray_cluster, llm, make_settings, milvus_server, corpus, tmp_path
-):
-    workspace = tmp_path / "multinode_ws"
-    result = _scenario("node-loss", "--corpus", str(corpus), "--workspace", str(workspace),
-                       "--milvus-uri", milvus_server, "--remove-worker-after", str(PASSAGES // 2),
-                       "--question", "What is Demon Dice?", timeout=540)
+@pytest.mark.timeout(900)
+def test_three_nodes_with_a_worker_lost_give_the_single_node_graph(ray_cluster, llm, make_settings, scenario, corpus):
+    result = scenario["node_loss"]
     shown = {k: result[k] for k in ("seconds", "llm_counts", "removed")}
     print("\n[multinode node-loss]", json.dumps(shown))
 
@@ -84,10 +87,9 @@ def test_three_nodes_with_a_worker_lost_give_the_single_node_graph(
     assert query["graph"] == reference
 
 
-@pytest.mark.timeout(600)
-def test_llm_requests_per_second_grow_with_nodes_and_ingress_replicas_serve_from_several_nodes(milvus_server, corpus, tmp_path):
-    result = _scenario("scaling", "--corpus", str(corpus), "--workspace", str(tmp_path / "scaling"),
-                       "--milvus-uri", milvus_server, "--latency", "0.5", timeout=540)
+@pytest.mark.timeout(900)
+def test_llm_requests_per_second_grow_with_nodes_and_ingress_replicas_serve_from_several_nodes(scenario):
+    result = scenario["scaling"]
     print("\n[multinode scaling]", json.dumps(result))
     one, three = result["nodes_1"], result["nodes_3"]
     assert one["chunks"] == three["chunks"] >= PASSAGES
