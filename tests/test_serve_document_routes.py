@@ -18,9 +18,8 @@ import pytest
 from lightrag_ray.cli.main import _parser
 from lightrag_ray.core.ids import doc_id
 from tests.scripted_llm import ScriptedLLM
-from tests.test_serve_graph_edits import owner_log_text
 from tests.test_serve_versions import stored_chunk_texts
-from tests.test_serve import DOC_A, DOC_B, DOC_C, client, run_app, wait_for  # noqa: F401 - client: fixture
+from tests.serve_helpers import DOC_A, DOC_B, DOC_C, client, owner_log_text, run_app, wait_for  # noqa: F401 - client: fixture
 
 DOC_D = "Ezra Pike repairs clocks in Oslo. Ezra Pike sells clocks to Nora Lind in Oslo."
 RUNS = itertools.count(1)  # numbers the documents of _new_document

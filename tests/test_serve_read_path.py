@@ -13,7 +13,7 @@ import pytest
 import ray
 
 from tests.net_helpers import free_port
-from tests.test_serve import DOC_A, DOC_B, DOC_C, wait_for
+from tests.serve_helpers import DOC_A, DOC_B, DOC_C, wait_for
 
 READ_TIMEOUT_S = 4.0
 QUERY = {"query": "Who founded Acme Corporation?", "mode": "mix", "ll_keywords": ["Alice Smith"],

@@ -19,7 +19,7 @@ from lightrag_ray.storage.graph.actor import shard_actor_name
 from tests.graph_helpers import shard_ref
 from tests.net_helpers import free_port
 from tests.test_index_pipeline import DOC_A, DOC_B
-from tests.test_serve import wait_for
+from tests.serve_helpers import wait_for
 
 API_KEY = "versions-key"
 SHARDS = 2

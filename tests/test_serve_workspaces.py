@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.test_serve import DOC_A, DOC_C, run_app, wait_for
+from tests.serve_helpers import DOC_A, DOC_C, run_app, wait_for
 
 ADMIN = "admin-key"
 KEY_A = "key-for-alpha"
@@ -214,6 +214,7 @@ def test_the_owner_runs_only_its_listed_service_calls(ray_cluster, tmp_path):
 
     assert owner.CALLS and all(not name.startswith("_") and callable(getattr(WorkspaceService, name))
                                for name in owner.CALLS)
+    assert all(callable(getattr(owner.WorkspaceDeployment.func_or_class, name)) for name in owner.CALLS)
     settings = load_settings(overrides={"workspace": str(tmp_path / "single")}, environ={})
     host = owner.WorkspaceDeployment.func_or_class(settings.model_dump(), None, str(tmp_path / "root"))
     for method in ("run_job", "close", "memory_bytes", "_exclusive", "nonexistent"):

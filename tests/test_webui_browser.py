@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from tests.scripted_llm import ANSWER_PREFIX
-from tests.test_serve import run_app, wait_for
+from tests.serve_helpers import run_app, wait_for
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"  # never selenium-manager: it would download a driver

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.test_serve import DOC_A, DOC_C, run_app, wait_for
+from tests.serve_helpers import DOC_A, DOC_C, run_app, wait_for
 from tests.test_webui_browser import CHROMEDRIVER, CHROMIUM, chromium, clean_console, tab, wait_until  # noqa: F401
 
 

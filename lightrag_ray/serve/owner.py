@@ -88,7 +88,7 @@ class WriterHandle(WorkspaceCalls):
         self.name = name
 
     async def run(self, method: Remote[..., Any], *args: Any) -> Any:
-        return raise_refusal(await self.handle.call.remote(self.name, method.name, *args))
+        return raise_refusal(await getattr(self.handle, method.name).remote(self.name, *args))
 
 
 class HandleVectorIndex(AwaitedVectorReads):
@@ -103,8 +103,26 @@ class HandleVectorIndex(AwaitedVectorReads):
         return await self.handle.vectors.remote(self.name, method.name, *args)
 
 
+def _service_call(method: str) -> Any:
+    async def call(self: Any, name: str, *args: Any) -> Any:
+        return await self.call(name, method, *args)
+
+    call.__name__ = call.__qualname__ = method
+    call.__doc__ = f"``WorkspaceService.{method}`` of workspace ``name`` (WorkspaceCalls)."
+    return call
+
+
+def with_service_calls(cls: type) -> type:
+    """``cls`` with a method per name of ``WorkspaceCalls`` (``delete(name, doc_ids)``, ...), so
+    that Serve's request log names the call."""
+    for method in sorted(CALLS):
+        setattr(cls, method, _service_call(method))
+    return cls
+
+
 @serve.deployment(ray_actor_options={"num_cpus": 0.1, **SERVING}, max_ongoing_requests=512, health_check_timeout_s=120,
                   **STOPPING)
+@with_service_calls
 class WorkspaceDeployment:
     """The single writer of the app's workspaces: it owns their graph shard actors (detached,
     so they outlive a crash of this replica and keep serving reads) and, with Milvus Lite,
@@ -112,6 +130,8 @@ class WorkspaceDeployment:
 
     Exactly one replica: a Milvus Lite file admits one process and a graph one writer. Insert
     jobs run one after another per workspace in the background; queries never wait for them.
+    The ingress calls ``open``, ``vectors``, ``workspaces``, ``delete_workspace`` and the
+    service's ``WorkspaceCalls`` (methods added by ``with_service_calls``).
     """
 
     def __init__(self, settings: dict[str, Any], embedder: Any, workspaces_root: str | None = None,
@@ -161,8 +181,9 @@ class WorkspaceDeployment:
         return await getattr(index, method)(*args)
 
     async def call(self, name: str, method: str, *args: Any) -> Any:
-        """``method`` (one of ``WorkspaceCalls``) of workspace ``name``'s service, run in a worker
-        thread; a job it returns that waits to run is queued on that workspace's job loop."""
+        """``method`` (one of ``WorkspaceCalls``; each is also this class's method of its name) of
+        workspace ``name``'s service, run in a worker thread; a job it returns that waits to run
+        is queued on that workspace's job loop."""
         if method not in CALLS:
             raise AttributeError(f"the ingress may not call the workspace service's {method!r}")
         try:

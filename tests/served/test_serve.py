@@ -1,7 +1,8 @@
 """The Ray Serve application over real HTTP on 127.0.0.1: every route, auth, limits, streaming.
 
-One app per module on the session's Ray cluster; the workspace starts empty and is
-filled through /documents/*, so inserts, queries and deletes all go through the service.
+The package's app (tests/served/conftest.py), in its default workspace: requests name no
+workspace, as a single-workspace app's do. The workspace starts empty and is filled through
+/documents/*, so inserts, queries and deletes all go through the service.
 The LLM is the scripted OpenAI-compatible server (keywords and answers).
 """
 
@@ -18,90 +19,9 @@ import pytest
 
 from lightrag_ray.core.ids import doc_id
 from tests.document_helpers import docx_bytes, pdf_bytes
-from tests.net_helpers import free_port
 from tests.scripted_llm import ANSWER_PREFIX
+from tests.serve_helpers import API_KEY, DOC_A, HEADERS, MAX_BODY_MB, wait_for
 from tests.serve_schema import validate_serve_config
-
-API_KEY = "test-key-123"
-HEADERS = {"X-API-Key": API_KEY}
-DOC_A = ("Alice Smith founded Acme Corporation in Paris. Acme Corporation builds telescopes. "
-         "Alice Smith hired Carol White at Acme Corporation.")
-DOC_B = "Alice Smith met Bob Jones in London. Bob Jones writes novels about London."
-DOC_C = "Dora Quinn sails from Lisbon. Dora Quinn studies whales near Lisbon."
-MAX_BODY_MB = 0.05
-
-
-def run_app(workspace: Path, llm_url: str, extraction_mode: str = "fast", shards: int = 2, **args: Any) -> str:
-    """Start the application with serve.run (API key, small body limit, ``shards`` graph shards,
-    the scripted LLM at ``llm_url``; ``args``: other or more AppArgs); returns its base URL.
-    serve.shutdown() stops it."""
-    from ray import serve
-
-    from lightrag_ray.serve.app import AppArgs, build_app
-
-    port = free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
-    app_args = AppArgs(
-        **{"workspace": str(workspace), "api_key": API_KEY, "max_body_mb": MAX_BODY_MB, **args},
-        settings={
-            "llm": {"backend": "openai", "base_url": llm_url, "timeout_s": 5, "backoff_s": 0.05,
-                    "max_retries": 1},
-            "extraction": {"mode": extraction_mode, "actors": 1, "num_cpus": 0.2},
-            "embedding": {"actors": 1},
-            "graph": {"num_shards": shards},
-        },
-    )
-    serve.run(build_app(app_args), name="lightrag", route_prefix="/")
-    return f"http://127.0.0.1:{port}"
-
-
-@pytest.fixture(scope="module")
-def app(ray_cluster, llm_server, tmp_path_factory):
-    """The application, started with serve.run; yields (base URL, workspace path)."""
-    from ray import serve
-
-    root = tmp_path_factory.mktemp("serve")
-    yield run_app(root / "ws", llm_server.url), root / "ws"
-    serve.shutdown()
-
-
-@pytest.fixture(scope="module")
-def client(app):
-    with httpx.Client(base_url=app[0], headers=HEADERS, timeout=120) as c:
-        yield c
-
-
-def wait_for(client: httpx.Client, track_id: str, timeout_s: float = 300) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        status = client.get(f"/documents/track_status/{track_id}").json()
-        if status["job_status"] not in ("pending", "processing"):
-            return status
-        time.sleep(1)
-    raise AssertionError(f"job {track_id} still running after {timeout_s} s")
-
-
-@pytest.fixture(scope="module")
-def indexed(client):
-    """DOC_A, DOC_B and DOC_C indexed through the app (index_samples)."""
-    return index_samples(client)
-
-
-def index_samples(client: httpx.Client) -> dict[str, str]:
-    """DOC_A by /documents/text and DOC_B + DOC_C by /documents/texts, both processed; their ids by letter."""
-    one = client.post("/documents/text", json={"text": DOC_A, "file_source": "acme.txt"})
-    assert one.status_code == 200, one.text
-    many = client.post("/documents/texts", json={"texts": [DOC_B, DOC_C], "file_sources": ["london.md", "lisbon"]})
-    assert many.status_code == 200, many.text
-    ids = {"a": doc_id(DOC_A), "b": doc_id(DOC_B), "c": doc_id(DOC_C)}
-    assert one.json()["doc_ids"] == [ids["a"]] and set(many.json()["doc_ids"]) == {ids["b"], ids["c"]}
-    for job in (one.json(), many.json()):
-        assert job["status"] == "success" and job["track_id"]
-        done = wait_for(client, job["track_id"])
-        assert done["job_status"] == "processed", done
-        assert done["status_summary"] == {"processed": len(job["doc_ids"])}
-        assert {d["doc_id"] for d in done["documents"]} == set(job["doc_ids"])
-    return ids
 
 
 def query_data(client: httpx.Client, names: list[str], mode: str = "local") -> dict[str, Any]:
@@ -398,7 +318,7 @@ def test_serve_config_validates_against_the_serve_schema():
 
     from lightrag_ray.serve.app import AppArgs
 
-    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "serve_config.yaml").read_text())
+    config = yaml.safe_load((Path(__file__).resolve().parents[2] / "serve_config.yaml").read_text())
     schema = validate_serve_config(config)
     assert schema.http_options.host == "127.0.0.1"
     app_config = config["applications"][0]

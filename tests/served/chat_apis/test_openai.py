@@ -16,7 +16,7 @@ import pytest
 
 from lightrag_ray.core.tokenizer import count_tokens
 from tests.scripted_llm import ANSWER_PREFIX, ScriptedLLM, answer_for
-from tests.test_serve import API_KEY
+from tests.serve_helpers import API_KEY
 
 QUESTION = [{"role": "user", "content": "Where does Dora Quinn sail from?"}]
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}

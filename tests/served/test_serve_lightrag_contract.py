@@ -27,13 +27,15 @@ from lightrag_ray.serve.api_models import DocumentsRequest, lightrag_data
 from lightrag_ray.serve.document_views import paginate, pipeline_status
 from lightrag_ray.serve.http_guard import LazyCORS
 from tests.scripted_llm import ANSWER_PREFIX, ScriptedLLM
-from tests.test_serve import API_KEY, app, client, indexed, wait_for  # noqa: F401 - the app fixtures, reused
+from tests.serve_helpers import API_KEY, wait_for
 
-BODIES: dict[str, Any] = json.loads((Path(__file__).parent / "fixtures" / "lightrag_requests.json").read_text())
+WORKSPACE = "lightrag_contract"  # the module's workspace on the package's app (tests/served/conftest.py)
+
+BODIES: dict[str, Any] = json.loads((Path(__file__).parents[1] / "fixtures" / "lightrag_requests.json").read_text())
 WEBUI_ORIGIN = "http://localhost:5173"  # the WebUI's dev server
 
 
-def ndjson(client: httpx.Client, body: dict[str, Any]) -> list[dict[str, Any]]:  # noqa: F811
+def ndjson(client: httpx.Client, body: dict[str, Any]) -> list[dict[str, Any]]:
     """The lines of a /query/stream answer."""
     with client.stream("POST", "/query/stream", json=body) as response:
         assert response.status_code == 200, response.read()
@@ -58,7 +60,7 @@ def assert_references(refs: list[dict[str, Any]]) -> None:
     assert refs and all(ref["reference_id"] and ref["file_path"] for ref in refs)
 
 
-def test_webui_query_is_answered_with_references(client, llm, indexed):  # noqa: F811
+def test_webui_query_is_answered_with_references(client, llm, indexed):
     response = client.post("/query", json=BODIES["webui_query"])
     assert response.status_code == 200, response.text
     body = response.json()
@@ -69,14 +71,14 @@ def test_webui_query_is_answered_with_references(client, llm, indexed):  # noqa:
     assert {"role": "assistant", "content": "A founder."} in answer  # the conversation history reached the prompt
 
 
-def test_webui_stream_sends_references_then_the_answer(client, indexed):  # noqa: F811
+def test_webui_stream_sends_references_then_the_answer(client, indexed):
     lines = ndjson(client, BODIES["webui_query"])
     assert_references(lines[0]["references"])
     pieces = [line["response"] for line in lines[1:]]
     assert len(pieces) > 1 and "".join(pieces).startswith(ANSWER_PREFIX)
 
 
-def test_older_webui_query_extracts_keywords_and_passes_the_user_prompt(client, llm, indexed):  # noqa: F811
+def test_older_webui_query_extracts_keywords_and_passes_the_user_prompt(client, llm, indexed):
     response = client.post("/query", json=BODIES["webui_query_1_4"])  # history_turns: an unknown field
     assert response.status_code == 200, response.text
     assert llm.counts()["keywords"] == 1  # hl_keywords and ll_keywords [] mean "extract them"
@@ -84,7 +86,7 @@ def test_older_webui_query_extracts_keywords_and_passes_the_user_prompt(client, 
     assert "Answer in one sentence." in prompt
 
 
-def test_python_client_nulls_and_empty_keywords(client, llm, indexed):  # noqa: F811
+def test_python_client_nulls_and_empty_keywords(client, llm, indexed):
     response = client.post("/query", json=BODIES["python_query"])
     assert response.status_code == 200, response.text
     counts = llm.counts()
@@ -94,14 +96,14 @@ def test_python_client_nulls_and_empty_keywords(client, llm, indexed):  # noqa: 
     assert all(ref["content"] and all(isinstance(text, str) for text in ref["content"]) for ref in refs)
 
 
-def test_stream_false_sends_the_answer_as_one_line(client, indexed):  # noqa: F811
+def test_stream_false_sends_the_answer_as_one_line(client, indexed):
     lines = ndjson(client, BODIES["python_query_stream_false"])
     [line] = lines  # as LightRAG 1.5.7: the answer, its flag and the references together
     assert line["response"].startswith(ANSWER_PREFIX) and line["llm_generated"] is True
     assert [ref["file_path"] for ref in line["references"]]
 
 
-def test_null_means_the_default_and_unknown_fields_are_ignored(client, indexed):  # noqa: F811
+def test_null_means_the_default_and_unknown_fields_are_ignored(client, indexed):
     nulls = {key: None for key in BODIES["python_query"] if key not in ("query", "mode")}
     body = {**nulls, "query": "Who founded Acme Corporation?", "mode": "local", "history_turns": 3, "colour": "red"}
     response = client.post("/query/data", json=body)
@@ -109,7 +111,7 @@ def test_null_means_the_default_and_unknown_fields_are_ignored(client, indexed):
     assert response.json()["metadata"]["processing_info"]["context_tokens_budget"] == 30000
 
 
-def test_only_need_prompt_returns_the_prompt_without_an_answer(client, llm, indexed):  # noqa: F811
+def test_only_need_prompt_returns_the_prompt_without_an_answer(client, llm, indexed):
     body = {"query": "Who founded Acme Corporation?", "mode": "local", "ll_keywords": ["Acme Corporation"],
             "only_need_prompt": True, "user_prompt": "Be terse."}
     answer = client.post("/query", json=body).json()
@@ -120,7 +122,7 @@ def test_only_need_prompt_returns_the_prompt_without_an_answer(client, llm, inde
 
 # ---- auth ---------------------------------------------------------------------------------
 
-def test_auth_status_and_login_give_a_guest_token_without_the_key(app):  # noqa: F811
+def test_auth_status_and_login_give_a_guest_token_without_the_key(app):
     status = httpx.get(f"{app[0]}/auth-status", timeout=30)
     assert status.status_code == 200, status.text
     body = status.json()
@@ -136,7 +138,7 @@ def test_auth_status_and_login_give_a_guest_token_without_the_key(app):  # noqa:
 
 @pytest.mark.parametrize("headers, status, detail", [({}, 403, "API Key required"), ({"X-API-Key": "wrong"}, 403, "Invalid API Key"),
                                                      ({"X-API-Key": API_KEY}, 200, None)])
-def test_auth_verify_answers_as_the_webuis_key_dialog_expects(app, headers, status, detail):  # noqa: F811
+def test_auth_verify_answers_as_the_webuis_key_dialog_expects(app, headers, status, detail):
     answer = httpx.get(f"{app[0]}/auth/verify", headers=headers, timeout=30)
     assert answer.status_code == status
     if detail is None:
@@ -147,7 +149,7 @@ def test_auth_verify_answers_as_the_webuis_key_dialog_expects(app, headers, stat
 
 # ---- documents ----------------------------------------------------------------------------
 
-def test_paginated_documents_as_the_webui_reads_them(client, indexed):  # noqa: F811
+def test_paginated_documents_as_the_webui_reads_them(client, indexed):
     response = client.post("/documents/paginated", json=BODIES["webui_paginated"])
     assert response.status_code == 200, response.text
     page = response.json()
@@ -166,7 +168,7 @@ def test_paginated_documents_as_the_webui_reads_them(client, indexed):  # noqa: 
     assert none["documents"] == [] and none["pagination"]["total_count"] == 0
 
 
-def test_status_counts_and_an_idle_pipeline(client, indexed):  # noqa: F811
+def test_status_counts_and_an_idle_pipeline(client, indexed):
     counts = client.get("/documents/status_counts").json()["status_counts"]
     assert counts["processed"] >= 3 and counts["all"] == sum(v for k, v in counts.items() if k != "all")
     status = client.get("/documents/pipeline_status").json()
@@ -176,7 +178,7 @@ def test_status_counts_and_an_idle_pipeline(client, indexed):  # noqa: F811
 
 # ---- graph --------------------------------------------------------------------------------
 
-def test_popular_and_searched_labels_and_entity_exists(client, indexed):  # noqa: F811
+def test_popular_and_searched_labels_and_entity_exists(client, indexed):
     popular = client.get("/graph/label/popular", params={"limit": 3}).json()
     assert len(popular) == 3 and all(isinstance(name, str) for name in popular)
     assert "Alice Smith" in client.get("/graph/label/popular").json()
@@ -189,7 +191,7 @@ def test_popular_and_searched_labels_and_entity_exists(client, indexed):  # noqa
 
 # ---- CORS ---------------------------------------------------------------------------------
 
-def test_cors_preflight_needs_no_key_and_allows_any_origin_by_default(app):  # noqa: F811
+def test_cors_preflight_needs_no_key_and_allows_any_origin_by_default(app):
     preflight = httpx.options(f"{app[0]}/query", timeout=30, headers={
         "Origin": WEBUI_ORIGIN, "Access-Control-Request-Method": "POST",
         "Access-Control-Request-Headers": "content-type,x-api-key,authorization"})
@@ -249,7 +251,7 @@ def test_search_labels_ranks_exact_then_prefix_then_substring(query, expected):
 
 # ---- delete (last: it changes the graph) ------------------------------------------------------
 
-def test_webui_delete_body_says_what_it_cannot_do(client, indexed):  # noqa: F811
+def test_webui_delete_body_says_what_it_cannot_do(client, indexed):
     response = client.request("DELETE", "/documents/delete_document",
                               json={**BODIES["webui_delete"], "doc_ids": [indexed["c"]]})
     assert response.status_code == 200, response.text
@@ -273,7 +275,7 @@ FLEET_QUERY = {"query": "What does Nora Vale do?", "mode": "mix", "ll_keywords":
 
 
 @pytest.fixture(scope="module")
-def fleet(client, indexed):  # noqa: F811
+def fleet(client, indexed):
     """Two documents of one file, fleet.txt: two chunks that must share one reference."""
     job = client.post("/documents/texts", json={"texts": FLEET, "file_sources": ["fleet.txt", "fleet.txt"]})
     assert job.status_code == 200, job.text
@@ -299,7 +301,7 @@ def test_lightrag_data_joins_sources_and_numbers_references_per_file():
 
 
 @pytest.mark.parametrize("mode", ["mix", "walk"])  # walk, the default: graph facts too, not passages alone
-def test_query_data_has_the_keys_lightrag_clients_read(client, fleet, mode):  # noqa: F811
+def test_query_data_has_the_keys_lightrag_clients_read(client, fleet, mode):
     response = client.post("/query/data", json={**FLEET_QUERY, "mode": mode})
     assert response.status_code == 200, response.text
     body = response.json()
@@ -327,7 +329,7 @@ def test_query_data_has_the_keys_lightrag_clients_read(client, fleet, mode):  # 
     assert info["entities_after_truncation"] == len(data["entities"]) <= info["total_entities_found"]
 
 
-def test_answer_references_are_per_file_and_match_the_numbers_the_llm_sees(client, fleet):  # noqa: F811
+def test_answer_references_are_per_file_and_match_the_numbers_the_llm_sees(client, fleet):
     data_refs = client.post("/query/data", json=FLEET_QUERY).json()["data"]["references"]
     body = client.post("/query", json={**FLEET_QUERY, "only_need_context": True, "include_chunk_content": True}).json()
     refs = body["references"]

@@ -17,8 +17,8 @@ import pytest
 from lightrag_ray.core.context import ENTITY_HEADER
 from lightrag_ray.core.tokenizer import count_tokens
 from tests.scripted_llm import ANSWER_PREFIX
-from tests.test_serve import API_KEY, MAX_BODY_MB
-from tests.chat_apis.test_openai import last_answer_call, tokens
+from tests.serve_helpers import API_KEY, MAX_BODY_MB
+from tests.served.chat_apis.test_openai import last_answer_call, tokens
 
 QUESTION = "Where does Dora Quinn sail from?"
 MODEL = "lightrag:latest"

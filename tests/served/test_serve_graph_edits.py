@@ -3,27 +3,28 @@ request bodies of LightRAG 1.5.7 and its WebUI, the answer fields the WebUI read
 status codes and messages, and the effect seen through the public read path (/graphs, the
 labels, /query/data, a vector search for a new description).
 
-Real HTTP against the Serve app of test_serve (its fixtures: real Ray, Milvus Lite, fast
-extraction); each test edits entities of its own, so their order does not matter, but the
+Real HTTP against the package's Serve app (tests/served/conftest.py: real Ray, Milvus Lite, fast
+extraction), in a workspace of this module's own; each test edits entities of its own, so their order does not matter, but the
 insert that keeps the workspace busy comes last.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.test_serve import app, client, indexed  # noqa: F401 - the app fixtures, reused
+from tests.serve_helpers import owner_log_text
+
+WORKSPACE = "graph_edits"  # the module's workspace on the package's app (tests/served/conftest.py)
 
 
-def labels(client: httpx.Client) -> set[str]:  # noqa: F811
+def labels(client: httpx.Client) -> set[str]:
     return set(client.get("/graph/label/list").json())
 
 
-def graph(client: httpx.Client, label: str) -> tuple[dict[str, dict[str, Any]], set[frozenset[str]]]:  # noqa: F811
+def graph(client: httpx.Client, label: str) -> tuple[dict[str, dict[str, Any]], set[frozenset[str]]]:
     """The nodes (by name) and edges (as name pairs) within one hop of ``label`` in /graphs."""
     response = client.get("/graphs", params={"label": label, "max_depth": 1})
     assert response.status_code == 200, response.text
@@ -32,7 +33,7 @@ def graph(client: httpx.Client, label: str) -> tuple[dict[str, dict[str, Any]], 
             {frozenset((e["source"], e["target"])) for e in body["edges"]})
 
 
-def retrieved(client: httpx.Client, keywords: list[str], top_k: int = 40) -> dict[str, Any]:  # noqa: F811
+def retrieved(client: httpx.Client, keywords: list[str], top_k: int = 40) -> dict[str, Any]:
     """/query/data (local mode) for entities found by ``keywords``."""
     response = client.post("/query/data", json={"query": keywords[0], "mode": "local", "top_k": top_k,
                                                 "ll_keywords": keywords, "hl_keywords": []})
@@ -40,7 +41,7 @@ def retrieved(client: httpx.Client, keywords: list[str], top_k: int = 40) -> dic
     return response.json()["data"]
 
 
-def graph_version(client: httpx.Client) -> int:  # noqa: F811
+def graph_version(client: httpx.Client) -> int:
     return client.get("/health").json()["graph_version"]
 
 
@@ -58,7 +59,7 @@ def refused(response: httpx.Response, status: int, detail: str) -> None:
 
 # ---- entities -------------------------------------------------------------------------------
 
-def test_edited_description_is_re_embedded_and_seen_by_readers(client, indexed):  # noqa: F811
+def test_edited_description_is_re_embedded_and_seen_by_readers(client, indexed):
     new = "A pastry chef famous for chocolate croissants and marzipan cakes."
     assert retrieved(client, [new], top_k=1)["entities"][0]["entity_name"] != "Dora Quinn"
     version = graph_version(client)
@@ -76,7 +77,7 @@ def test_edited_description_is_re_embedded_and_seen_by_readers(client, indexed):
     assert [(e["entity_name"], e["description"]) for e in found] == [("Dora Quinn", new)]
 
 
-def test_rename_moves_the_entity_and_its_relations(client, indexed):  # noqa: F811
+def test_rename_moves_the_entity_and_its_relations(client, indexed):
     refused(client.post("/graph/entity/edit", json={"entity_name": "Carol White", "updated_data": {
         "entity_name": "Caroline White"}}), 400, "Entity renaming is not allowed")
     _, before = graph(client, "Carol White")
@@ -95,7 +96,7 @@ def test_rename_moves_the_entity_and_its_relations(client, indexed):  # noqa: F8
     assert any("Caroline White" in (r["src_id"], r["tgt_id"]) for r in data["relationships"])
 
 
-def test_rename_onto_an_existing_entity_merges_only_when_allowed(client, indexed):  # noqa: F811
+def test_rename_onto_an_existing_entity_merges_only_when_allowed(client, indexed):
     rename = {"entity_name": "Paris", "updated_data": {"entity_name": "Lisbon"}, "allow_rename": True}
     refused(client.post("/graph/entity/edit", json=rename), 400, "Entity name 'Lisbon' already exists, cannot rename")
     _, paris = graph(client, "Paris")
@@ -108,7 +109,7 @@ def test_rename_onto_an_existing_entity_merges_only_when_allowed(client, indexed
     assert {frozenset("Lisbon" if n == "Paris" else n for n in edge) for edge in paris} <= lisbon
 
 
-def test_create_entity_then_a_relation_to_it(client, indexed):  # noqa: F811
+def test_create_entity_then_a_relation_to_it(client, indexed):
     entity = {"entity_name": "Quentin Blake", "entity_data": {"description": "An illustrator of whimsical children's "
                                                                              "books", "entity_type": "PERSON"}}
     body = ok(client.post("/graph/entity/create", json=entity))
@@ -130,7 +131,7 @@ def test_create_entity_then_a_relation_to_it(client, indexed):  # noqa: F811
     assert [e["entity_name"] for e in found] == ["Quentin Blake"]
 
 
-def test_merge_moves_relations_onto_the_target(client, indexed):  # noqa: F811
+def test_merge_moves_relations_onto_the_target(client, indexed):
     refused(client.post("/graph/entities/merge", json={"entities_to_change": ["Atlantis"],
                                                         "entity_to_change_into": "London"}),
             400, "Source entity 'Atlantis' does not exist")
@@ -147,7 +148,7 @@ def test_merge_moves_relations_onto_the_target(client, indexed):  # noqa: F811
     assert all("London" not in (r["src_id"], r["tgt_id"]) for r in relations)
 
 
-def test_delete_entity_removes_it_and_its_relations(client, indexed):  # noqa: F811
+def test_delete_entity_removes_it_and_its_relations(client, indexed):
     nodes, edges = graph(client, "Acme Corporation")
     assert edges
     response = client.request("DELETE", "/documents/delete_entity", json={"entity_name": "Acme Corporation"})
@@ -166,7 +167,7 @@ def test_delete_entity_removes_it_and_its_relations(client, indexed):  # noqa: F
 
 # ---- relations ------------------------------------------------------------------------------
 
-def test_edit_relation_re_embeds_it_and_readers_see_it(client, indexed):  # noqa: F811
+def test_edit_relation_re_embeds_it_and_readers_see_it(client, indexed):
     update = {"description": "Alice Smith and Bob Jones sailed around Cape Horn together", "keywords": "voyage",
               "weight": "5"}  # the WebUI's editor sends strings
     body = ok(client.post("/graph/relation/edit", json={"source_id": "Bob Jones", "target_id": "Alice Smith",
@@ -185,7 +186,7 @@ def test_edit_relation_re_embeds_it_and_readers_see_it(client, indexed):  # noqa
     assert [r["description"] for r in relations] == [update["description"]]
 
 
-def test_delete_relation_keeps_both_entities(client, indexed):  # noqa: F811
+def test_delete_relation_keeps_both_entities(client, indexed):
     body = {"source_entity": "Dora Quinn", "target_entity": "Lisbon"}
     response = client.request("DELETE", "/graph/relation/delete", json=body)
     assert response.status_code == 200, response.text
@@ -222,31 +223,21 @@ def test_delete_relation_keeps_both_entities(client, indexed):  # noqa: F811
     ("/graph/entities/merge", {"entities_to_change": [], "entity_to_change_into": "Bob Jones"}, 422, ""),
     ("/graph/relation/create", {"source_entity": "Bob Jones", "relation_data": {}}, 422, ""),
 ])
-def test_refused_edits_get_lightrag_status_and_message(client, indexed, route, body, status, detail):  # noqa: F811
+def test_refused_edits_get_lightrag_status_and_message(client, indexed, route, body, status, detail):
     response = client.post(route, json=body)
     assert response.status_code == status, response.text
     if detail:
         assert detail in response.json()["detail"]
 
 
-def test_deletes_need_their_names(client, indexed):  # noqa: F811
+def test_deletes_need_their_names(client, indexed):
     for route in ("/graph/entity/delete", "/documents/delete_relation"):
         assert client.request("DELETE", route, json={"entity_name": ""}).status_code == 422
 
 
 # ---- refusals are answers, not errors -----------------------------------------------------
 
-def owner_log_text() -> str:
-    """Every workspace owner's Serve log of this session, joined."""
-    import ray
-
-    logs = Path(ray._private.worker._global_node.get_logs_dir_path()) / "serve"
-    owner_logs = list(logs.glob("replica_*WorkspaceDeployment*.log"))
-    assert owner_logs, sorted(p.name for p in logs.iterdir())
-    return "".join(p.read_text(encoding="utf-8", errors="replace") for p in owner_logs)
-
-
-def test_refusals_are_answers_not_errors_in_the_owner_log(client, indexed):  # noqa: F811
+def test_refusals_are_answers_not_errors_in_the_owner_log(client, indexed):
     """Refused edits (400/404) are normal answers: the workspace owner returns them rather than
     raising, so Serve logs no ERROR with a traceback for them (the busy 409: in
     test_serve_document_routes)."""
