@@ -44,12 +44,10 @@ import math
 import os
 import random
 import re
-import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -67,7 +65,8 @@ KINDS = ("extract", "glean", "summary", "keywords", "answer")
 RAY_DEFAULT_ACTORS, RAY_DEFAULT_PER_ACTOR, HKU_DEFAULT = 2, 16, 4
 
 sys.path.insert(0, str(ROOT))
-from bench_kit import pyplot, save_plot, start_ray, stop_ray  # noqa: E402  (stdlib only, as this module)
+from bench_kit import (TreeMemory, child_env, command_line, pyplot, save_plot, start_ray, stop_ray,  # noqa: E402
+                       write_json)  # stdlib only at import, as this module
 
 
 # ---- corpus ---------------------------------------------------------------------------
@@ -95,78 +94,6 @@ def write_ray_input(docs: list[tuple[str, str]], folder: Path) -> Path:
         target = folder / "corpus.json"
         target.write_text(json.dumps({name: [text] for name, text in docs}, ensure_ascii=False), encoding="utf-8")
     return target
-
-
-# ---- process-tree memory ----------------------------------------------------------------
-class TreeMemory:
-    """Samples the summed RSS of a process and its descendants; ``peak`` in bytes.
-
-    Uses psutil when it is installed, else Linux's /proc."""
-
-    def __init__(self, pid: int, interval: float = 0.2) -> None:
-        self.pid = pid
-        self.interval = interval
-        self.peak = 0
-        try:
-            import psutil
-
-            self._psutil: Any = psutil
-        except ImportError:
-            self._psutil = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _sample(self) -> int:
-        if self._psutil is not None:
-            psutil = self._psutil
-            try:
-                root = psutil.Process(self.pid)
-                procs = [root, *root.children(recursive=True)]
-            except psutil.Error:
-                return 0
-            total = 0
-            for proc in procs:
-                try:
-                    total += proc.memory_info().rss
-                except psutil.Error:
-                    pass
-            return total
-        return _proc_tree_rss(self.pid)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self._sample())
-            self._stop.wait(self.interval)
-
-    def stop(self) -> int:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        return self.peak
-
-
-def _proc_tree_rss(root: int) -> int:
-    """Summed RSS (bytes) of ``root`` and its descendants from /proc (Linux)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry.name))
-    total, todo = 0, [root]
-    page = os.sysconf("SC_PAGE_SIZE")
-    while todo:
-        pid = todo.pop()
-        todo.extend(children.get(pid, []))
-        try:
-            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
-        except (OSError, ValueError, IndexError):
-            pass
-    return total
 
 
 # ---- children ---------------------------------------------------------------------------
@@ -581,8 +508,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"MiniLM standalone: {throughput['chunk']:.1f} chunk texts/s, {throughput['graph']:.1f} entity/relation texts/s",
               file=sys.stderr)
 
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    env.pop("RAY_ADDRESS", None)
+    env = child_env()
     import yaml
 
     ray_set = {k: yaml.safe_load(v) for k, _, v in (item.partition("=") for item in args.ray_set)}
@@ -620,8 +546,8 @@ def main(argv: list[str] | None = None) -> None:
                 row: dict[str, Any] = {"system": system, "concurrency_label": label if not default
                                        else f"default ({total})", "concurrency_total": total}
                 try:
-                    child_env = {**env, **ray_env} if system == "lightrag-ray" else env
-                    result, peak = run_child(command, run / "stderr.log", run, child_env)
+                    run_env = {**env, **ray_env} if system == "lightrag-ray" else env
+                    result, peak = run_child(command, run / "stderr.log", run, run_env)
                 except RuntimeError as exc:
                     row["error"] = str(exc).splitlines()[0] + " " + str(exc).splitlines()[-1]
                     print(f"[bench] {system} failed: {exc}", file=sys.stderr)
@@ -643,7 +569,7 @@ def main(argv: list[str] | None = None) -> None:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    command = " ".join(shlex.quote(a) for a in ["python", "scripts/bench_index.py", *(argv or sys.argv[1:])])
+    command = command_line("bench_index.py", argv)
     chars = sum(len(t) for _, t in docs)
     print(f"corpus {corpus_label}: {len(docs)} documents, {chars} characters; simulated LLM {args.latency} s/request")
     print(table(rows))
@@ -668,11 +594,8 @@ def main(argv: list[str] | None = None) -> None:
         drawn = bool(args.plot) and stage_plot(rows, png, f"{title}, LLM concurrency {args.concurrency[0]}")
     if drawn:
         print(f"plot: {png}")
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps({
-            "command": command, "corpus": corpus_label, "documents": len(docs), "characters": chars,
-            "latency_s": args.latency, "embedding_throughput": throughput, "rows": rows}, indent=2),
-            encoding="utf-8")
+    write_json(args.json_out, {"command": command, "corpus": corpus_label, "documents": len(docs), "characters": chars,
+                               "latency_s": args.latency, "embedding_throughput": throughput, "rows": rows})
 
 
 if __name__ == "__main__":
