@@ -1,61 +1,14 @@
 """Corpus-size benchmark: the ``lightrag-ray index`` CLI on synthetic corpora of N chunks, with
-per-stage times and per-process memory and CPU.
+per-stage times and per-process memory and CPU (docs/benchmarks.md, "Corpus size").
 
-For each ``--chunks`` size (a target chunk count):
+For each ``--chunks`` size: a seeded corpus of that many chunks (cached in ``--workdir``),
+indexed by the CLI as a subprocess joined to one Ray cluster this script starts, with hash
+embeddings, vectors in a Milvus server or Milvus Lite; every process sampled by role. With
+``--kill-at F`` the run is killed at F of its chunks, resumed, and its graph compared with an
+uninterrupted run's.
 
-1. **corpus**: deterministic documents (for a ``--seed``) of 30-50 sentences each, runs of
-   3-8 consecutive sentences drawn from the English corpora of ../shared/data (A Christmas
-   Carol, the HotpotQA passages, the GraphRAG-Bench medical text, LightRAG's sample
-   documents), written as .txt files. Documents are added until the chunk count, computed
-   exactly with the run's tokenizer and chunk settings, reaches the target (the last
-   documents are cut short to land on it); the index report gives the actual count. Corpora
-   are cached in the work folder per (seed, size, chunk settings).
-2. **index**: ``lightrag-ray index <folder> --workspace <fresh> --extraction-mode fast|llm
-   --json`` as a subprocess (**the driver**) joined to one Ray cluster that this script
-   starts for the whole benchmark (``ray.init`` in this process with ``--cpus`` CPUs, or with
-   ``--nodes 3`` a head with 0 CPUs, as on KubeRay, plus two worker nodes sharing ``--cpus``:
-   ``ray.cluster_utils.Cluster``, as tests/multinode_scenario.py builds it). Embeddings come
-   from tests/hash_embeddings.py (an instant OpenAI-compatible ``/v1/embeddings`` in this
-   process: hashed bag of words, ``--dim``), so embedding costs only its HTTP round trips;
-   ``--mode llm`` extracts through the scripted LLM of tests/scripted_llm.py at zero latency
-   (also in this process). Vectors go to a Milvus 2.3 standalone server started in the work
-   folder (``--store server``, tests/milvus_standalone.py; each run writes its own
-   collections, dropped after the size) or to Milvus Lite in the workspace (``--store lite``).
-3. **measured**: the driver's wall time; the index report (chunks, entities, relations,
-   vectors); per stage, wall time and chunks/s, from the ``[lightrag-ray]`` progress lines
-   timestamped as they arrive (a stage runs from its first line to the first line of the
-   next stage that did not start before it; a line ending "done in Ns" or "(N s)" gives its
-   stage's exact span; unknown lines become stages named by their first words; a report
-   carrying ``stage_seconds`` is used instead); per process, sampled every ``--interval`` s
-   with psutil: peak RSS and CPU-seconds (user + system; last sample minus the first, 0 for
-   a process started during the run, so a process that ends keeps its last value), grouped
-   by role: ``driver`` (its exact CPU time and peak RSS from ``wait4``), ``shards``
-   (GraphShard), ``extraction`` (Ray Data: the extraction/summary MapWorker actors and the
-   read/chunk tasks), ``embedding`` (EmbedWorker), ``vector writer`` (VectorStoreActor, Milvus
-   Lite's owner; with a server the embedding actors write), ``milvus server``, ``ray daemons`` (gcs,
-   raylet, dashboard and runtime-env agents, log monitor) and ``other ray workers`` (idle pool
-   workers). A worker's role comes from the GCS actor table (class name and pid) or its
-   process title (``ray::Class``). The run's CPU-seconds are the sum over those roles; this
-   process (the stand-in embedding and LLM servers, the sampler) is shown beside them,
-   outside the total. RSS counts shared pages (files, the object store's shared memory) in
-   every process that touches them; "private" is RSS less those (psutil's ``rss - shared``).
-
-Where extraction runs depends on the input's size: up to ``ray.local_stages_max_mb`` (4 MB,
-about 1,060 chunks of 1,200 tokens of this corpus) the driver reads, chunks and extracts
-itself ("extraction in: driver" in the tables), above it Ray Data pools do ("ray-data"). So
-1k chunks runs in the driver and 10k on Ray Data; ``--set ray.local_stages_max_mb=0`` puts
-every size on Ray Data.
-
-``--kill-at F`` (with one or more sizes): the run is SIGKILLed once F of its chunks are in the
-extraction cache, its job's actors are waited for (named leftovers killed), the same command
-runs again to completion (resume), and the graph it leaves is compared with an uninterrupted
-run of the same corpus in a second workspace (mention rows and every field of every entity
-and relation equal: tests/graph_helpers.graph_differences).
-
-The issue's figures (fast mode, Milvus server; 1k-chunk smoke in CI):
-
-    PYTHONPATH=. .venv/bin/python scripts/bench_corpus.py --chunks 1000 10000 30000 --store server \\
-        --workdir /tmp/bench_corpus/work --json-out /tmp/bench_corpus/bench_corpus.json \\
+    PYTHONPATH=. .venv/bin/python scripts/bench_corpus.py --chunks 1000 10000 30000 --store server \
+        --workdir /tmp/bench_corpus/work --json-out /tmp/bench_corpus/bench_corpus.json \
         --plot /tmp/bench_corpus/bench_corpus.png
     # resume after a kill: --chunks 10000 --kill-at 0.5
 """

@@ -1,36 +1,10 @@
-"""Indexing benchmark: lightrag-ray vs lightrag-hku on the same corpus, embedder and simulated LLM.
+"""Indexing benchmark: lightrag-ray vs lightrag-hku on the same corpus, embedder and simulated LLM
+(method and figures: docs/benchmarks.md, "Indexing vs lightrag-hku").
 
-Starts the simulated OpenAI-compatible LLM of ``tests/scripted_llm.py`` (fixed latency per
-request, unlimited concurrency, deterministic extraction records derived from the passage
-text, requests counted by kind), then, for each ``--concurrency`` value, indexes the corpus
-into a fresh workspace with
-
-- lightrag-ray (``llm.backend openai`` pointed at the simulator, ``extraction.mode llm``,
-  the total LLM concurrency split over ``--ray-actors`` extraction actors: each actor keeps
-  ``llm.max_concurrency = N / actors`` requests in flight), in a child process with its own
-  local Ray cluster; and, with ``--peer``,
-- lightrag-hku (PyPI, installed by ``scripts/install_peer.sh`` into ``.peer-venv``), in a
-  child process of the peer venv: ``LightRAG(llm_model_func=openai_complete_if_cache`` against
-  the simulator, ``embedding_func`` = the same packaged all-MiniLM-L6-v2 through
-  sentence-transformers, ``llm_model_max_async=N)``, ``ainsert`` of the corpus.
-
-``--concurrency default`` runs each system with its own default LLM concurrency
-(lightrag-ray: 2 actors x 16, lightrag-hku: 4).
-
-Reported per system and concurrency: chunks, entities, relations, LLM requests by kind (the
-simulator's counters, reset before each run), the largest number of requests in flight,
-indexing wall time (measured in the child around the indexing call: includes loading the
-embedding model, excludes starting Python, imports and Ray), process time (the child from
-start to exit, all of that included), peak memory (largest sum of RSS over the
-child's process tree, sampled every 0.2 s; shared pages count once per process), and the
-ideal time = max(LLM-bound time, embedding-bound time): LLM-bound = sum over the dependent
-rounds (extraction, gleaning, summaries) of ceil(requests / concurrency) x latency;
-embedding-bound = chunk texts / chunk throughput + other texts / graph-text throughput, both
-measured with MiniLM on this machine before the runs, the faster of the two systems' ways of
-calling it, best of two (see ``embedding_throughput``); it excludes loading the model.
-
-Prints a markdown table, writes ``--json-out`` and, with several concurrency values, a PNG
-of wall time vs LLM concurrency (``--plot``).
+For each ``--concurrency``, each system indexes the corpus in a child process against the
+scripted LLM; reported: graph size, LLM requests, wall and process time, peak RSS of the
+child's process tree and the ideal time. Prints a markdown table, writes ``--json-out`` and a
+PNG (``--plot``).
 
     .venv/bin/python scripts/bench_index.py --peer --concurrency 4 32 --latency 0.5
     # --corpus carol (default) | medical | hotpotqa | PATH (.txt/.md: one document)
@@ -460,7 +434,7 @@ def stage_plot(rows: list[dict[str, Any]], path: Path, title: str) -> bool:
 
 # ---- main -------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", default="carol", help="carol | medical | hotpotqa | path to a .txt/.md file")
     parser.add_argument("--concurrency", nargs="+", default=["4", "32"],
                         help="total LLM requests in flight per system; 'default' = each system's default")

@@ -1,33 +1,10 @@
-"""Query benchmark: context-only retrieval latency per mode and LLM traffic per query, lightrag-ray vs lightrag-hku.
+"""Query benchmark: context-only retrieval latency per mode and LLM traffic per query, lightrag-ray
+vs lightrag-hku (method and figures: docs/benchmarks.md, "Query latency vs lightrag-hku").
 
-Both systems query the same indexed corpus with the same embedder (the packaged
-all-MiniLM-L6-v2) and the same simulated LLM (``tests/scripted_llm.py``) answering every
-request at once, so the keyword call costs no waiting and the timings measure retrieval
-itself. The indexes come from ``scripts/bench_index.py --concurrency default --latency 0
---no-ideal --workdir WORKDIR --json-out WORKDIR/index.json`` (run here when WORKDIR holds no
-such run for the corpus; a later run with the same ``--workdir`` reuses them).
-
-Each system then runs in its own child process: lightrag-ray opens the workspace with
-``LocalSession`` (its own local Ray cluster, ``llm.backend openai`` against the simulator) and
-times ``QueryEngine.retrieve``; lightrag-hku (``.peer-venv``) reopens its working dir with
-bench_index's ``open_rag`` and times ``aquery(question, QueryParam(mode, only_need_context=True))``,
-with ``enable_llm_cache=False`` (lightrag-ray has no response cache, and a cached keyword call
-would skip the LLM) and no reranker. Per mode: one warm-up question (not measured), then
-every question once, timed around the call (wall clock, milliseconds); p50 and p95 are the
-linearly interpolated percentiles. The simulator's counters (reset around each mode) give the
-LLM calls per context-only query and their prompt tokens (cl100k_base, counted by the
-simulator on every prompt it receives); then ``--answers`` questions per mode are answered in
-full (keyword + generation calls). *context tokens* is the mean size of the returned context.
-
-Questions: ``--corpus medical`` and ``hotpotqa`` use their question files; any other corpus
-(Christmas Carol by default) gets generated ones about its most frequent capitalised names
-not at the start of a sentence: "What is the relationship between A and B?" for the pairs
-named together most often in a sentence, alternating with "Who or what is A?". One extra
-question (the next in the list) is the warm-up.
-
-Prints the latency / LLM-calls table and the targets of issue 5 (p50 at most a third of
-lightrag-hku's for local/global/hybrid/mix, no slower for naive; one keyword call per
-graph-mode query), writes a PNG of p50 (bars) and p95 (whiskers) per mode and ``--json-out``.
+Both systems query the same index (built by scripts/bench_index.py in ``--workdir``, reused by a
+later run) with the same embedder and the scripted LLM at zero latency, each in its own child
+process; per mode one warm-up question, then every question timed once. Prints the latency /
+LLM-calls table and issue 5's targets, a PNG and ``--json-out``.
 
     bash scripts/install_peer.sh     # once, for --peer
     .venv/bin/python scripts/bench_query.py --peer --workdir /tmp/bench_query_work
@@ -333,7 +310,7 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> bool:
 
 # ---- main -----------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog="example: .venv/bin/python scripts/bench_query.py --peer")
     parser.add_argument("--corpus", default="carol", help="carol (default) | medical | hotpotqa | path to a .txt/.md")
     parser.add_argument("--questions", type=int, default=20, help="measured questions per mode (20)")

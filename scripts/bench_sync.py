@@ -1,24 +1,13 @@
-"""Sync benchmark: a corpus indexed, then changed (some documents edited, renamed, deleted) and
-synced with ``lightrag-ray index --prune``; the sync against indexing only the edited documents
-into an empty workspace, and the synced workspace against a fresh index of the final corpus.
+"""Sync benchmark: a corpus indexed, then changed (documents edited, renamed, deleted) and synced
+with ``lightrag-ray index --prune`` (method and figures: docs/benchmarks.md, "Sync").
 
-Steps (each an ``index`` CLI subprocess joined to one Ray cluster this script starts, with
-bench_corpus's corpus generator, hash-embedding server and Milvus server, as bench_corpus.py
-runs them):
+Runs (each an ``index`` CLI subprocess on one Ray cluster, with bench_corpus's corpus, hash
+embeddings and Milvus server): initial; re-run with nothing changed; detection
+(``--prune --dry-run``); sync; the edited documents alone into an empty workspace; the final
+corpus fresh, compared with the synced workspace (graph and vector ids); with ``--s3`` the
+final corpus from an S3 server, indexed and re-run.
 
-1. **initial**: the corpus (``--chunks`` target, bench_corpus's documents) indexed;
-2. **re-run, nothing changed**: the same command again (files listed, none read);
-3. the corpus changed: ``--edit`` of the documents get their last sentence replaced (their
-   first chunks stay the same), ``--rename`` renamed, ``--delete`` deleted;
-4. **detection**: ``index --prune --dry-run`` (lists and hashes the changed files; no Ray);
-5. **sync**: ``index --prune``, with its stages and LLM requests;
-6. **edited only**: the edited documents' new versions indexed into an empty workspace;
-7. **fresh**: the final corpus indexed into an empty workspace, compared with the synced one
-   (mention rows and every field of every entity and relation: tests/graph_helpers; vector ids);
-8. with ``--s3``: the final corpus uploaded to an S3 server (moto's, started here), indexed,
-   and the re-run with nothing changed timed over the objects.
-
-    PYTHONPATH=. .venv/bin/python scripts/bench_sync.py --chunks 10000 --store server --mode fast --s3 \\
+    PYTHONPATH=. .venv/bin/python scripts/bench_sync.py --chunks 10000 --store server --mode fast --s3 \
         --workdir /tmp/bench_sync --json-out /tmp/bench_sync/fast.json
 """
 
