@@ -13,8 +13,6 @@ import argparse
 import asyncio
 import hashlib
 import json
-import os
-import shlex
 import sys
 import tempfile
 import time
@@ -24,9 +22,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_kit import command_line, offline, start_ray, write_json  # noqa: E402
+
+offline()
 
 from lightrag_ray.config import load_settings  # noqa: E402
 from lightrag_ray.query.params import RETRIEVAL_MODES  # noqa: E402
@@ -36,8 +35,6 @@ from lightrag_ray.query.engine import QueryParam  # noqa: E402
 from lightrag_ray.query.walk import WalkWeights  # noqa: E402
 from lightrag_ray.service.session import LocalSession  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the simulated LLM lives in tests/
-from bench_kit import start_ray  # noqa: E402
 from tests.scripted_llm import ScriptedLLM  # noqa: E402
 
 SHARED = Path("/work/shared/data")
@@ -223,16 +220,14 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(row(mode, scores, ms))
         query_s = time.perf_counter() - started
 
-    command = " ".join(shlex.quote(a) for a in ["python", "scripts/bench_hotpotqa.py", *sys.argv[1:]])
+    command = command_line("bench_hotpotqa.py", argv)
     print("\n".join(table(rows, dataset.columns, top)))
     print(f"\n{len(questions)} questions, {len(passages)} passages, {args.extraction} extraction; index {index_s:.1f} s, "
           f"queries {query_s:.1f} s\ncommand: {command}")
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps({
-            "command": command, "dataset": args.dataset, "questions": len(questions), "passages": len(passages),
-            "top": top, "extraction": args.extraction,
-            "index_seconds": round(index_s, 1), "query_seconds": round(query_s, 1), "rows": rows,
-        }, indent=2), encoding="utf-8")
+    write_json(args.json_out, {
+        "command": command, "dataset": args.dataset, "questions": len(questions), "passages": len(passages),
+        "top": top, "extraction": args.extraction,
+        "index_seconds": round(index_s, 1), "query_seconds": round(query_s, 1), "rows": rows})
 
 
 if __name__ == "__main__":

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import shlex
 import shutil
 import socket
 import sys
@@ -34,11 +32,10 @@ from typing import Any
 import httpx
 import numpy as np
 
-from bench_kit import machine, start_ray
+from bench_kit import command_line, machine, offline, start_ray, write_json
 from lightrag_ray.query.params import RETRIEVAL_MODES
 
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+offline()
 
 QUESTIONS = [
     "Who is Jacob Marley?", "What does the Ghost of Christmas Past show Scrooge?",
@@ -205,16 +202,15 @@ def main(argv: list[str] | None = None) -> None:
             status = asyncio.run(wait_for_job(url, writes, track))
             print(f"insert job of {len(texts)} texts ended: {status}", file=sys.stderr)
 
-    command = "python scripts/bench_serve.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+    command = command_line("bench_serve.py", argv)
     print(table(rows))
     print(f"\nPOST /query/data, mode {args.mode}, {args.duration:g} s per row; machine: {machine()}")
     for row in rows:
         if "other_insert_start_s" in row:
             print(f"replicas {row['replicas']}: an insert into b, sent while a's job ran, started after "
                   f"{row['other_insert_start_s']:.2f} s")
-    print(f"command: {command.strip()}")
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"command": command, "mode": args.mode, "rows": rows}, indent=2))
+    print(f"command: {command}")
+    write_json(args.json_out, {"command": command, "mode": args.mode, "rows": rows})
 
 
 async def other_insert_start(url: str, headers: dict[str, str], corpus: str | None, replicas: int) -> float:

@@ -17,13 +17,9 @@ workspace (its name is in every sample document's copy).
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import re
-import shlex
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -31,44 +27,37 @@ import httpx
 import numpy as np
 import psutil
 
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+from bench_kit import MIB, ROOT, Poller, command_line, machine, offline, start_ray, write_json
 
-from bench_kit import machine, start_ray  # noqa: E402
+offline()
 
 SAMPLES = ROOT.parent / "shared" / "data" / "lightrag_eval_sample" / "sample_documents"
 SETTINGS = {"llm": {"backend": "none"}, "extraction": {"mode": "fast"}}
 HOLDERS = ("GraphShard", "VectorStoreActor")  # the processes an open workspace keeps
-MIB = 2**20
 MARK = re.compile(r"Workspace (w\d+) copy")
 
 
-class MemorySampler(threading.Thread):
+class MemorySampler(Poller):
     """Every ``every`` s: RSS of the workspace-holding actors and of every Ray process, summed."""
 
     def __init__(self, every: float) -> None:
-        super().__init__(daemon=True)
-        self.every = every
+        super().__init__(every)
         self.samples: list[tuple[float, float, float, int]] = []  # (time, holders MiB, all MiB, holder processes)
-        self.stopping = threading.Event()
+        self.started = time.monotonic()
 
-    def run(self) -> None:
-        started = time.monotonic()
-        while not self.stopping.wait(self.every):
-            holders = total = 0.0
-            count = 0
-            for process in psutil.process_iter(["cmdline", "memory_info"]):
-                title = " ".join(process.info["cmdline"] or [])
-                if not title.startswith("ray::") or process.info["memory_info"] is None:
-                    continue
-                rss = process.info["memory_info"].rss / MIB
-                total += rss
-                if any(title.startswith(f"ray::{holder}") for holder in HOLDERS):
-                    holders += rss
-                    count += 1
-            self.samples.append((time.monotonic() - started, holders, total, count))
+    def tick(self) -> None:
+        holders = total = 0.0
+        count = 0
+        for process in psutil.process_iter(["cmdline", "memory_info"]):
+            title = " ".join(process.info["cmdline"] or [])
+            if not title.startswith("ray::") or process.info["memory_info"] is None:
+                continue
+            rss = process.info["memory_info"].rss / MIB
+            total += rss
+            if any(title.startswith(f"ray::{holder}") for holder in HOLDERS):
+                holders += rss
+                count += 1
+        self.samples.append((time.monotonic() - self.started, holders, total, count))
 
 
 def documents(name: str) -> list[str]:
@@ -139,8 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.root or tempfile.mkdtemp(prefix="lightrag_ray_workspaces_"))
     names = [f"w{n:02d}" for n in range(1, args.workspaces + 1)]
     url = start_app(root, args.cpus, args.max_open, args.max_open_memory_mb)
-    sampler = MemorySampler(args.sample_every)
-    sampler.start()
+    sampler = MemorySampler(args.sample_every).start()
     with httpx.Client(base_url=url, timeout=300) as client:
         inserts = []
         for number, name in enumerate(names, 1):
@@ -153,8 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                 timings.append(seconds)
                 own.append(mine)
         listed = client.get("/workspaces").json()["workspaces"]
-    sampler.stopping.set()
-    sampler.join()
+    sampler.stop()
     holders = [s[1] for s in sampler.samples]
     result = {
         "workspaces": len(names), "max_open": args.max_open, "max_open_memory_mb": args.max_open_memory_mb,
@@ -163,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         "open_at_end": sum(1 for w in listed if w["open"]), "listed": len(listed),
         "peak_holders_mib": round(max(holders), 1), "peak_holder_processes": max(s[3] for s in sampler.samples),
         "peak_app_mib": round(max(s[2] for s in sampler.samples), 1),
-        "command": "python scripts/bench_workspaces.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
+        "command": command_line("bench_workspaces.py", argv),
         "machine": machine(),
     }
     print(f"| workspaces | max open | memory cap MiB | peak MiB of workspace actors (processes) | peak MiB of all Ray "
@@ -176,8 +163,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{result['insert_s']['p50_ms'] / 1000:.2f} |")
     print(f"\nanswers from their own workspace: {result['answers_from_own_workspace']}; open at the end: "
           f"{result['open_at_end']} of {result['listed']}; machine: {result['machine']}\ncommand: {result['command']}")
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(result, indent=2))
+    write_json(args.json_out, result)
     return 0
 
 
