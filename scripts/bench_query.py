@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import json
 import os
-import shlex
 import shutil
 import statistics
 import subprocess
@@ -43,7 +42,7 @@ from bench_index import (  # noqa: E402
     run_child,
     sim_get,
 )
-from bench_kit import pyplot, save_plot, stop_ray  # noqa: E402
+from bench_kit import child_env, command_line, pyplot, save_plot, stop_ray, write_json  # noqa: E402
 
 MODES = ("naive", "local", "global", "hybrid", "mix")
 SYSTEMS = ("lightrag-ray", "lightrag-hku")
@@ -209,13 +208,6 @@ def ensure_indexes(corpus: str, chars: int, systems: list[str], workdir: Path, p
     return done
 
 
-def child_env() -> dict[str, str]:
-    """Environment of every child: no auth, offline models, no inherited Ray address (own clusters)."""
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    env.pop("RAY_ADDRESS", None)
-    return env
-
-
 # ---- rows, tables, plot -----------------------------------------------------------------------
 def percentile(values: list[float], q: int) -> float:
     """The q-th percentile, linearly interpolated (numpy's default)."""
@@ -376,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    command = " ".join(shlex.quote(a) for a in ["python", "scripts/bench_query.py", *(argv or sys.argv[1:])])
+    command = command_line("bench_query.py", argv)
     graphs = "; ".join(f"{r['system']} {r['chunks']} chunks / {r['entities']} entities / {r['relations']} relations"
                        for r in indexed["rows"] if r["system"] in systems)
     print(f"corpus {corpus_label}: {len(docs)} documents, {chars} characters; {graphs}")
@@ -390,11 +382,10 @@ def main(argv: list[str] | None = None) -> int:
     png = Path(args.plot or f"bench_query_{corpus_label}.png")
     if plot(rows, png, f"Context-only retrieval, {corpus_label}, {len(questions)} questions"):
         print(f"plot: {png}")
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps({
-            "command": command, "corpus": corpus_label, "documents": len(docs), "characters": chars,
-            "questions": questions, "warmup": warmup, "encoding": ENCODING, "load_average": load, "index": indexed["rows"],
-            "rows": rows}, indent=2), encoding="utf-8")
+    write_json(args.json_out, {
+        "command": command, "corpus": corpus_label, "documents": len(docs), "characters": chars,
+        "questions": questions, "warmup": warmup, "encoding": ENCODING, "load_average": load, "index": indexed["rows"],
+        "rows": rows})
     return 1 if any(r.get("error") for r in rows) else 0
 
 

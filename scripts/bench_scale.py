@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import shlex
 import shutil
 import string
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -29,16 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_kit import (ROOT, command_line, logger, machine, markdown, offline, pyplot, save_plot, start_ray,
+                       stop_ray, write_json)
 
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
-
+offline()
 import ray  # noqa: E402
-from bench_kit import machine, markdown, pyplot, save_plot, start_ray, stop_ray  # noqa: E402
 
 from lightrag_ray.config import ChunkingConfig, ExtractionConfig, GraphConfig, Settings, load_settings  # noqa: E402
 from lightrag_ray.core.ids import chunk_id, entity_id  # noqa: E402
@@ -86,14 +78,7 @@ SYNTHETIC_RANK, SYNTHETIC_NOISE = 32, 0.2  # principal directions of the synthet
 ADD_TARGET_S, QUERY_TARGET_MS, QUERY_P95_TARGET_MS = 5.0, 100.0, 250.0  # issues 5 and 10 (add: warm)
 COLD_ADD_TARGET_S = 15.0  # issue 12: the CLI adds a document in < 15 s
 COLD, WARM = "cold (CLI)", "warm (Serve app)"  # how an add row's run found its shards, embedder and vector writer
-
-
-STARTED = time.perf_counter()
-
-
-def log(message: str) -> None:
-    """Progress on stderr, timestamped from the start of the script."""
-    print(f"[bench_scale {time.perf_counter() - STARTED:7.1f} s] {message}", file=sys.stderr, flush=True)
+log = logger("bench_scale")
 
 
 # ---- synthetic records -------------------------------------------------------------------
@@ -1028,8 +1013,7 @@ def main(argv: list[str] | None = None) -> None:
     retrieved_by_store = {store: value["retrieved"] for store, value in by_store.items()}
     overlaps = [row for other in stores[1:] if other in by_store for row in overlap(stores[0], other, retrieved_by_store)]
 
-    given = argv if argv is not None else sys.argv[1:]
-    command = " ".join(shlex.quote(a) for a in ["python", "scripts/bench_scale.py", *given])
+    command = command_line("bench_scale.py", argv)
     print("## Merge\n")
     print(merge_table(merges))
     if adds:
@@ -1066,14 +1050,11 @@ def main(argv: list[str] | None = None) -> None:
     png = Path(args.plot) if args.plot else Path(args.json_out).with_suffix(".png") if args.json_out else None
     if png and plot(merges, png):
         print(f"plot: {png}")
-    if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(json.dumps({
-            "command": command, "machine": machine(), "settings": vars(args), "graph": graph_info,
-            "merge": merges, "add": adds, "query": queries,
-            "query_by_store": {store: value["rows"] for store, value in by_store.items()}, "overlap": overlaps,
-            "search_recall": recall_rows, "reshard": resharded},
-            indent=2), encoding="utf-8")
+    write_json(args.json_out, {
+        "command": command, "machine": machine(), "settings": vars(args), "graph": graph_info,
+        "merge": merges, "add": adds, "query": queries,
+        "query_by_store": {store: value["rows"] for store, value in by_store.items()}, "overlap": overlaps,
+        "search_recall": recall_rows, "reshard": resharded})
 
 
 if __name__ == "__main__":
