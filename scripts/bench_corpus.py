@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 import psutil
 from bench_kit import (MIB, ROOT, ActorTable, HelpFormatter, Poller, child_env, command_line, cpu_seconds,
-                       first_role, is_ray_worker, logger, machine, markdown, offline, pyplot, pythonpath,
-                       ray_worker_role, save_plot, start_ray, stop_ray, write_json)
+                       first_role, is_ray_worker, line_seconds, logger, machine, markdown, offline, pyplot, pythonpath,
+                       ray_worker_role, save_plot, stage_name, start_ray, stop_ray, write_json)
 
 offline()
 os.environ["PYTHONPATH"] = pythonpath()  # Ray workers start with this environment: they import this checkout
@@ -385,33 +385,7 @@ class Sampler(Poller):
 
 # ---- stages from the progress lines ---------------------------------------------------------
 PROGRESS_PREFIX = "[lightrag-ray] "
-# "done in 12s)", "done in 3m05s)", "done in 1h02m)" (progress.StageProgress) or "(1.2 s)"
-DURATION = re.compile(r"(?:done in (?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?\)|\((\d+(?:\.\d+)?) s\))\s*$")
 ITEMS = re.compile(r":\s*(\d+)/(\d+) (\w+)")
-
-
-def stage_name(text: str) -> str:
-    """A progress line's stage: the words before a ':' or the first number ("extracting: 5/9
-    chunks" and "extracting 9 chunks" -> "extracting"); a line that starts with a number is
-    named by the words after it ("3 documents to index, 9 chunks" -> "documents to index")."""
-    head = text.split(":", 1)[0]
-    name = re.split(r"[\d(,;]", head, maxsplit=1)[0].strip()
-    if not name:
-        words = re.sub(r"[\d./%]+", " ", head)
-        name = re.split(r"[(,;]", words, maxsplit=1)[0].strip()
-    return " ".join(name.split()) or text.strip()[:40]
-
-
-def line_seconds(text: str) -> float | None:
-    """The duration a line reports for its stage, or None."""
-    match = DURATION.search(text)
-    if not match:
-        return None
-    if match[4] is not None:
-        return float(match[4])
-    if not any(match[i] for i in (1, 2, 3)):
-        return None
-    return int(match[1] or 0) * 3600 + int(match[2] or 0) * 60 + int(match[3] or 0)
 
 
 def stage_intervals(lines: list[tuple[float, str]], exit_s: float) -> list[dict[str, Any]]:

@@ -39,8 +39,8 @@ KINDS = ("extract", "glean", "summary", "keywords", "answer")
 RAY_DEFAULT_ACTORS, RAY_DEFAULT_PER_ACTOR, HKU_DEFAULT = 2, 16, 4
 
 sys.path.insert(0, str(ROOT))
-from bench_kit import (TreeMemory, child_env, command_line, pyplot, save_plot, start_ray, stop_ray,  # noqa: E402
-                       write_json)  # stdlib only at import, as this module
+from bench_kit import (TreeMemory, child_env, command_line, line_seconds, pyplot, save_plot, stage_name,  # noqa: E402
+                       start_ray, stop_ray, write_json)  # stdlib only at import, as this module
 
 
 # ---- corpus ---------------------------------------------------------------------------
@@ -346,7 +346,6 @@ def ideal_seconds(row: dict[str, Any], latency: float, throughput: dict[str, flo
 
 # ---- stage profile ----------------------------------------------------------------------
 STAGE_LINE = re.compile(r"^\[\s*([0-9.]+) s\] (.*)$")
-DONE = re.compile(r"^(.+?): .*done in (?:(\d+)m)?(\d+)s\)$")
 
 
 def stage_profile(log: str) -> list[tuple[str, float, float]]:
@@ -356,12 +355,11 @@ def stage_profile(log: str) -> list[tuple[str, float, float]]:
     events = [(float(m[1]), m[2]) for m in map(STAGE_LINE.match, log.splitlines()) if m]
     stages: dict[str, tuple[float, float]] = {}
     for index, (at, text) in enumerate(events):
-        done = DONE.match(text)
-        if done:
-            took = int(done[2] or 0) * 60 + int(done[3])
-            stages[done[1]] = (round(max(0.0, at - took), 1), at)
+        took = line_seconds(text) if "done in" in text else None
+        if took is not None:
+            stages[stage_name(text)] = (round(max(0.0, at - took), 1), at)
         elif text.startswith(("reading", "summarising")) and index + 1 < len(events):
-            stages[text.split(" ")[0]] = (at, events[index + 1][0])
+            stages[stage_name(text)] = (at, events[index + 1][0])
     return sorted(((name, start, end) for name, (start, end) in stages.items()), key=lambda s: (s[1], s[2]))
 
 

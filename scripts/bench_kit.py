@@ -80,6 +80,57 @@ def write_json(path: str | Path | None, data: Any) -> None:
         Path(path).write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
 
 
+# ---- progress lines -----------------------------------------------------------------------
+# "done in 12s)", "done in 3m05s)", "done in 1h02m)" (progress.StageProgress) or "(1.2 s)"
+DURATION = re.compile(r"(?:done in (?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?\)|\((\d+(?:\.\d+)?) s\))\s*$")
+
+
+def stage_name(text: str) -> str:
+    """A progress line's stage: the words before a ':' or the first number ("extracting: 5/9
+    chunks" and "extracting 9 chunks" -> "extracting"); a line that starts with a number is
+    named by the words after it ("3 documents to index, 9 chunks" -> "documents to index")."""
+    head = text.split(":", 1)[0]
+    name = re.split(r"[\d(,;]", head, maxsplit=1)[0].strip()
+    if not name:
+        words = re.sub(r"[\d./%]+", " ", head)
+        name = re.split(r"[(,;]", words, maxsplit=1)[0].strip()
+    return " ".join(name.split()) or text.strip()[:40]
+
+
+def line_seconds(text: str) -> float | None:
+    """The duration a line reports for its stage, or None."""
+    match = DURATION.search(text)
+    if not match:
+        return None
+    if match[4] is not None:
+        return float(match[4])
+    if not any(match[i] for i in (1, 2, 3)):
+        return None
+    return int(match[1] or 0) * 3600 + int(match[2] or 0) * 60 + int(match[3] or 0)
+
+
+# ---- latencies, the Serve app, Ray -----------------------------------------------------------
+def percentiles_ms(ms: Any, *percents: int) -> dict[str, float]:
+    """``{"p50_ms": ...}``: the given percentiles of latencies ``ms`` (milliseconds), to 0.1 ms."""
+    import numpy as np
+
+    return {f"p{q}_ms": round(float(np.percentile(ms, q)), 1) for q in percents}
+
+
+def serve_app(**app_args: Any) -> str:
+    """The lightrag Serve app (``AppArgs`` fields) on a free local port of the Ray cluster this
+    process joined; returns its URL."""
+    from ray import serve
+
+    from lightrag_ray.serve.app import AppArgs, build_app
+    from tests.net_helpers import free_port
+
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config={"log_level": "WARNING"})
+    serve.run(build_app(AppArgs(**app_args)), name="lightrag", route_prefix="/")
+    return f"http://127.0.0.1:{port}"
+
+
 def start_ray(cpus: int | None = None, *, address: str | None = "local", namespace: str | None = None,
               temp_dir: Path | None = None, object_store_mb: int | None = None) -> str:
     """``ray.init`` as every benchmark wants it (no dashboard, warnings only, no Ray Data progress

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_kit import (ROOT, command_line, logger, machine, markdown, offline, pyplot, save_plot, start_ray,
-                       stop_ray, write_json)
+from bench_kit import (ROOT, command_line, logger, machine, markdown, offline, percentiles_ms, pyplot, save_plot,
+                       start_ray, stop_ray, write_json)
 
 offline()
 import ray  # noqa: E402
@@ -681,8 +681,7 @@ def query_latency(settings: Settings, names: list[str], exact: ExactIndex | None
                 retrieved[mode].append(context_ids(context))
                 sizes.append((len(context.entities), len(context.relations), len(context.chunks)))
             mean = np.mean(sizes, axis=0)
-            rows.append({"mode": mode, "questions": len(ms), "p50_ms": round(float(np.percentile(ms, 50)), 1),
-                         "p95_ms": round(float(np.percentile(ms, 95)), 1), "max_ms": round(max(ms), 1),
+            rows.append({"mode": mode, "questions": len(ms), **percentiles_ms(ms, 50, 95), "max_ms": round(max(ms), 1),
                          "named_entity_found": found, "mean_entities": round(float(mean[0]), 1),
                          "mean_relations": round(float(mean[1]), 1), "mean_passages": round(float(mean[2]), 1),
                          "stage_p50_ms": {stage: round(float(np.percentile([s.get(stage, 0.0) for s in stages], 50)), 1)

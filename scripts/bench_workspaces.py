@@ -27,7 +27,8 @@ import httpx
 import numpy as np
 import psutil
 
-from bench_kit import MIB, ROOT, Poller, command_line, machine, offline, start_ray, write_json
+from bench_kit import (MIB, ROOT, Poller, command_line, machine, offline, percentiles_ms, serve_app, start_ray,
+                       write_json)
 
 offline()
 
@@ -68,18 +69,10 @@ def documents(name: str) -> list[str]:
 
 
 def start_app(root: Path, cpus: int, max_open: int, max_memory_mb: float | None) -> str:
-    from ray import serve
-
-    from lightrag_ray.serve.app import AppArgs, build_app
-    from tests.net_helpers import free_port
-
+    """Ray and the app over the workspaces root ``root``, under the caps; returns its URL."""
     start_ray(cpus, address=None)
-    port = free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config={"log_level": "WARNING"})
-    args = AppArgs(workspace=str(root / "default"), settings=SETTINGS, workspaces_root=str(root),
-                   max_open_workspaces=max_open, max_open_memory_mb=max_memory_mb, ingress_replicas=1)
-    serve.run(build_app(args), name="lightrag", route_prefix="/")
-    return f"http://127.0.0.1:{port}"
+    return serve_app(workspace=str(root / "default"), settings=SETTINGS, workspaces_root=str(root),
+                     max_open_workspaces=max_open, max_open_memory_mb=max_memory_mb, ingress_replicas=1)
 
 
 def fill(client: httpx.Client, name: str) -> float:
@@ -110,8 +103,7 @@ def ask(client: httpx.Client, name: str) -> tuple[float, bool]:
 
 def percentiles(values: list[float]) -> dict[str, float]:
     ms = np.array(values) * 1000
-    return {"p50_ms": round(float(np.percentile(ms, 50)), 1), "p95_ms": round(float(np.percentile(ms, 95)), 1),
-            "max_ms": round(float(ms.max()), 1)}
+    return {**percentiles_ms(ms, 50, 95), "max_ms": round(float(ms.max()), 1)}
 
 
 def main(argv: list[str] | None = None) -> int:
