@@ -1,61 +1,14 @@
 """Corpus-size benchmark: the ``lightrag-ray index`` CLI on synthetic corpora of N chunks, with
-per-stage times and per-process memory and CPU.
+per-stage times and per-process memory and CPU (docs/benchmarks.md, "Corpus size").
 
-For each ``--chunks`` size (a target chunk count):
+For each ``--chunks`` size: a seeded corpus of that many chunks (cached in ``--workdir``),
+indexed by the CLI as a subprocess joined to one Ray cluster this script starts, with hash
+embeddings, vectors in a Milvus server or Milvus Lite; every process sampled by role. With
+``--kill-at F`` the run is killed at F of its chunks, resumed, and its graph compared with an
+uninterrupted run's.
 
-1. **corpus**: deterministic documents (for a ``--seed``) of 30-50 sentences each, runs of
-   3-8 consecutive sentences drawn from the English corpora of ../shared/data (A Christmas
-   Carol, the HotpotQA passages, the GraphRAG-Bench medical text, LightRAG's sample
-   documents), written as .txt files. Documents are added until the chunk count, computed
-   exactly with the run's tokenizer and chunk settings, reaches the target (the last
-   documents are cut short to land on it); the index report gives the actual count. Corpora
-   are cached in the work folder per (seed, size, chunk settings).
-2. **index**: ``lightrag-ray index <folder> --workspace <fresh> --extraction-mode fast|llm
-   --json`` as a subprocess (**the driver**) joined to one Ray cluster that this script
-   starts for the whole benchmark (``ray.init`` in this process with ``--cpus`` CPUs, or with
-   ``--nodes 3`` a head with 0 CPUs, as on KubeRay, plus two worker nodes sharing ``--cpus``:
-   ``ray.cluster_utils.Cluster``, as tests/multinode_scenario.py builds it). Embeddings come
-   from tests/hash_embeddings.py (an instant OpenAI-compatible ``/v1/embeddings`` in this
-   process: hashed bag of words, ``--dim``), so embedding costs only its HTTP round trips;
-   ``--mode llm`` extracts through the scripted LLM of tests/scripted_llm.py at zero latency
-   (also in this process). Vectors go to a Milvus 2.3 standalone server started in the work
-   folder (``--store server``, tests/milvus_standalone.py; each run writes its own
-   collections, dropped after the size) or to Milvus Lite in the workspace (``--store lite``).
-3. **measured**: the driver's wall time; the index report (chunks, entities, relations,
-   vectors); per stage, wall time and chunks/s, from the ``[lightrag-ray]`` progress lines
-   timestamped as they arrive (a stage runs from its first line to the first line of the
-   next stage that did not start before it; a line ending "done in Ns" or "(N s)" gives its
-   stage's exact span; unknown lines become stages named by their first words; a report
-   carrying ``stage_seconds`` is used instead); per process, sampled every ``--interval`` s
-   with psutil: peak RSS and CPU-seconds (user + system; last sample minus the first, 0 for
-   a process started during the run, so a process that ends keeps its last value), grouped
-   by role: ``driver`` (its exact CPU time and peak RSS from ``wait4``), ``shards``
-   (GraphShard), ``extraction`` (Ray Data: the extraction/summary MapWorker actors and the
-   read/chunk tasks), ``embedding`` (EmbedWorker), ``vector writer`` (VectorStoreActor, Milvus
-   Lite's owner; with a server the embedding actors write), ``milvus server``, ``ray daemons`` (gcs,
-   raylet, dashboard and runtime-env agents, log monitor) and ``other ray workers`` (idle pool
-   workers). A worker's role comes from the GCS actor table (class name and pid) or its
-   process title (``ray::Class``). The run's CPU-seconds are the sum over those roles; this
-   process (the stand-in embedding and LLM servers, the sampler) is shown beside them,
-   outside the total. RSS counts shared pages (files, the object store's shared memory) in
-   every process that touches them; "private" is RSS less those (psutil's ``rss - shared``).
-
-Where extraction runs depends on the input's size: up to ``ray.local_stages_max_mb`` (4 MB,
-about 1,060 chunks of 1,200 tokens of this corpus) the driver reads, chunks and extracts
-itself ("extraction in: driver" in the tables), above it Ray Data pools do ("ray-data"). So
-1k chunks runs in the driver and 10k on Ray Data; ``--set ray.local_stages_max_mb=0`` puts
-every size on Ray Data.
-
-``--kill-at F`` (with one or more sizes): the run is SIGKILLed once F of its chunks are in the
-extraction cache, its job's actors are waited for (named leftovers killed), the same command
-runs again to completion (resume), and the graph it leaves is compared with an uninterrupted
-run of the same corpus in a second workspace (mention rows and every field of every entity
-and relation equal: tests/graph_helpers.graph_differences).
-
-The issue's figures (fast mode, Milvus server; 1k-chunk smoke in CI):
-
-    PYTHONPATH=. .venv/bin/python scripts/bench_corpus.py --chunks 1000 10000 30000 --store server \\
-        --workdir /tmp/bench_corpus/work --json-out /tmp/bench_corpus/bench_corpus.json \\
+    PYTHONPATH=. .venv/bin/python scripts/bench_corpus.py --chunks 1000 10000 30000 --store server \
+        --workdir /tmp/bench_corpus/work --json-out /tmp/bench_corpus/bench_corpus.json \
         --plot /tmp/bench_corpus/bench_corpus.png
     # resume after a kill: --chunks 10000 --kill-at 0.5
 """
@@ -64,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import hashlib
 import json
 import math
 import os
 import platform
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -78,27 +31,20 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import psutil
+from bench_kit import (MIB, ROOT, ActorTable, HelpFormatter, Poller, child_env, command_line, cpu_seconds,
+                       first_role, is_ray_worker, line_seconds, logger, machine, markdown, offline, pyplot, pythonpath,
+                       ray_worker_role, save_plot, stage_name, start_ray, stop_ray, write_json)
 
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
-# Ray workers start with this process's environment: they import this checkout's code too.
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+offline()
+os.environ["PYTHONPATH"] = pythonpath()  # Ray workers start with this environment: they import this checkout
 
 import ray  # noqa: E402
-from bench_kit import machine, markdown, pyplot, save_plot, start_ray, stop_ray  # noqa: E402
-
 
 from lightrag_ray.config import ENV_PREFIX, ChunkingConfig, load_settings  # noqa: E402
 from lightrag_ray.core.tokenizer import get_encoding  # noqa: E402
@@ -108,12 +54,12 @@ from tests.milvus_standalone import MilvusStandalone  # noqa: E402
 from tests.multinode_scenario import add_worker  # noqa: E402
 from tests.scripted_llm import ScriptedLLM, split_sentences  # noqa: E402
 
+DATA = ROOT.parent / "shared" / "data"
 CORPUS_VERSION = 1  # part of the cache key: bump when the generator changes
 DOC_SENTENCES = (30, 50)  # sentences per document (inclusive)
 RUN_SENTENCES = (3, 8)  # consecutive sentences taken from one place of a source
 SENTENCE_WORDS = (4, 80)
 NAMESPACE = "lightrag_ray"  # the CLI's (settings.ray.namespace)
-MIB = 2**20
 ROLES = ("driver", "shards", "extraction", "embedding", "vector writer", "milvus server", "ray daemons",
          "other ray workers")
 RAY_ROLES = ("shards", "extraction", "embedding", "vector writer", "ray daemons", "other ray workers")
@@ -127,21 +73,13 @@ WORKER_ROLES = (
     ("extraction", re.compile(r"MapWorker|Extract|Summar|Read|Map|Filter|Project|Split|Write|Dataset|_StatsActor|"
                               r"ActorLocationTracker|Autoscaling")),
 )
-# a worker's command line before it sets its title: python [-u] [setup_worker.py] default_worker.py ...
-WORKER_SCRIPTS = ("ray/_private/workers/default_worker.py", "ray/_private/workers/setup_worker.py")
-RAY_AGENTS = re.compile(r"ray::(DashboardAgent|RuntimeEnvAgent)\b")  # per-node daemons with ray:: titles
 GAP_S = 0.2  # uncovered time shorter than this is not a row of its own
 STAGE_LABELS = {"reading": "reading + chunking"}  # display names
 MARKERS = {"documents to index"}  # lines that end the stage before them and start none
 # Stages that run beside the others (a thread of the driver): the time they cover may still hide
 # unreported work of the main sequence, which the stage table then shows as such.
 BACKGROUND = {"embedding chunks"}
-STARTED = time.perf_counter()
-
-
-def log(message: str) -> None:
-    """Progress on stderr, timestamped from the start of the script."""
-    print(f"[bench_corpus {time.perf_counter() - STARTED:7.1f} s] {message}", file=sys.stderr, flush=True)
+log = logger("bench_corpus")
 
 
 # ---- corpus ----------------------------------------------------------------------------------
@@ -300,27 +238,7 @@ class ProcStat:
     titles: set[str] = field(default_factory=set)
 
 
-def worker_role(name: str) -> str | None:
-    """The role of a Ray worker running ``name`` (actor class or process title), or None."""
-    for role, pattern in WORKER_ROLES:
-        if pattern.search(name):
-            return role
-    return None
-
-
-def is_starting_worker(command_line: str) -> bool:
-    """A Ray worker that has not set its title yet: ``python [-u] .../default_worker.py ...``
-    (the raylet's own command line names that script too, further on)."""
-    args = command_line.split()
-    return bool(args) and Path(args[0]).name.startswith("python") and any(a.endswith(WORKER_SCRIPTS) for a in args[1:3])
-
-
-def actor_classes() -> dict[int, str]:
-    """pid -> actor class name of the live actors, from the GCS (no dashboard needed)."""
-    from ray._private import state
-
-    return {int(a["Pid"]): a["ActorClassName"] for a in state.actors().values()
-            if a.get("Pid") and a.get("State") == "ALIVE"}
+worker_role = functools.partial(first_role, roles=WORKER_ROLES)  # (name) -> role or None
 
 
 def _rank(role: str) -> int:
@@ -328,7 +246,7 @@ def _rank(role: str) -> int:
     return {"other ray workers": 0, "ray daemons": 1}.get(role, 2)
 
 
-class Sampler:
+class Sampler(Poller):
     """Polls this process's descendants every ``interval`` s: each process's role, peak RSS
     and CPU-seconds, and per role the largest summed RSS at one moment.
 
@@ -337,87 +255,63 @@ class Sampler:
     ``ray::`` process title is a worker (role from the actor table or the title), any other
     process is a Ray daemon, a worker's children share its role."""
 
-    def __init__(self, interval: float, labels: dict[int, str], actors: Callable[[], dict[int, str]] | None) -> None:
-        self.interval = interval
+    def __init__(self, interval: float, labels: dict[int, str], actors: bool) -> None:
+        super().__init__(interval)
         self.labels = dict(labels)
-        self.actors_of = actors
-        self.actors: dict[int, str] = {}
-        self.actors_at = 0.0
+        self.actors = ActorTable(2.0, actors)
         self.procs: dict[int, ProcStat] = {}
         self.ticks: list[list[tuple[int, int]]] = []  # (pid, RSS) of each sample, summed by final role
         self.lock = threading.Lock()  # held by a tick; take it to add a label before its process exists
         self.first: set[int] | None = None
         self.me = psutil.Process()
-        self.bench_base = self._cpu(self.me)
-        self.bench_peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="sampler", daemon=True)
-
-    @staticmethod
-    def _cpu(proc: psutil.Process) -> float:
-        times = proc.cpu_times()
-        return times.user + times.system  # not children_*: the children are sampled themselves
-
-    def start(self) -> Sampler:
-        self.tick()  # the baseline of every process alive now
-        self._thread.start()
-        return self
+        self.bench_base = cpu_seconds(self.me)
+        self.bench_peak, self.bench_cpu = 0, 0.0
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
+        super().stop()
         self.tick()  # the last values of the processes still alive
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.tick()
+    def _processes(self) -> dict[int, tuple[int, str, float, int, int]]:
+        """pid -> (parent pid, title, CPU-seconds, RSS, private) of this process's descendants."""
+        seen = {}
+        for proc in self.me.children(recursive=True):
+            try:
+                with proc.oneshot():
+                    title = " ".join(proc.cmdline()).strip() or proc.name()
+                    memory = proc.memory_info()
+                    seen[proc.pid] = (proc.ppid(), title, cpu_seconds(proc), memory.rss, memory.rss - memory.shared)
+            except psutil.Error:
+                continue
+        return seen
 
-    def _refresh_actors(self) -> None:
-        if self.actors_of is None or time.monotonic() - self.actors_at < 2.0:
-            return
-        self.actors_at = time.monotonic()
-        try:
-            self.actors.update(self.actors_of())
-        except Exception as error:  # noqa: BLE001 - the titles still classify the workers
-            log(f"actor table unavailable: {error}")
-            self.actors_of = None
+    def _roles(self, seen: dict[int, tuple[int, str, float, int, int]]) -> dict[int, str]:
+        """pid -> role of each process seen (see the class docstring)."""
+        actors = self.actors.refresh()
+        roles: dict[int, str] = {}
+
+        def role_of(pid: int, depth: int = 0) -> str:
+            if pid not in roles:
+                ppid, title = seen[pid][:2]
+                if pid in self.labels:
+                    roles[pid] = self.labels[pid]
+                elif ppid in seen and depth < 50 and (self.labels.get(ppid) or
+                                                      role_of(ppid, depth + 1) in ("driver", "milvus server")):
+                    roles[pid] = role_of(ppid, depth + 1)
+                elif is_ray_worker(title):
+                    roles[pid] = ray_worker_role(title, actors.get(pid, ""), WORKER_ROLES)
+                elif ppid in seen and seen[ppid][1].startswith("ray::"):
+                    roles[pid] = role_of(ppid, depth + 1)  # a process a worker started
+                else:
+                    roles[pid] = "ray daemons"
+            return roles[pid]
+
+        return {pid: role_of(pid) for pid in seen}
 
     def tick(self) -> None:
         with self.lock:
-            self._refresh_actors()
-            seen: dict[int, tuple[psutil.Process, int, str, float, int]] = {}
-            for proc in self.me.children(recursive=True):
-                try:
-                    with proc.oneshot():
-                        title = " ".join(proc.cmdline()).strip() or proc.name()
-                        memory = proc.memory_info()
-                        seen[proc.pid] = (proc, proc.ppid(), title, self._cpu(proc), memory.rss,
-                                          memory.rss - memory.shared)
-                except psutil.Error:
-                    continue
-            roles: dict[int, str] = {}
-
-            def role_of(pid: int, depth: int = 0) -> str:
-                if pid in roles:
-                    return roles[pid]
-                _, ppid, title, _, _, _ = seen[pid]
-                if pid in self.labels:
-                    role = self.labels[pid]
-                elif ppid in seen and depth < 50 and (self.labels.get(ppid) or
-                                                      role_of(ppid, depth + 1) in ("driver", "milvus server")):
-                    role = role_of(ppid, depth + 1)
-                elif (title.startswith("ray::") and not RAY_AGENTS.match(title)) or is_starting_worker(title):
-                    name = title.split()[0][5:] if title.startswith("ray::") else ""
-                    role = worker_role(self.actors.get(pid, "")) or worker_role(name) or "other ray workers"
-                elif ppid in seen and seen[ppid][2].startswith("ray::"):
-                    role = role_of(ppid, depth + 1)  # a process a worker started
-                else:
-                    role = "ray daemons"
-                roles[pid] = role
-                return role
-
-            for pid, (_, _, title, cpu, rss, private) in seen.items():
-                role = role_of(pid)
+            seen = self._processes()
+            for pid, role in self._roles(seen).items():
+                _, title, cpu, rss, private = seen[pid]
                 stat = self.procs.get(pid)
                 if stat is None:
                     base = cpu if self.first is None else 0.0  # started during the run: all its CPU counts
@@ -427,9 +321,9 @@ class Sampler:
                 stat.last_cpu, stat.peak_rss, stat.peak_private = cpu, max(stat.peak_rss, rss), max(stat.peak_private, private)
                 if len(stat.titles) < 20:
                     stat.titles.add(title[:120])
-            self.ticks.append([(pid, sample[4]) for pid, sample in seen.items()])
+            self.ticks.append([(pid, sample[3]) for pid, sample in seen.items()])
             self.bench_peak = max(self.bench_peak, self.me.memory_info().rss)
-            self.bench_cpu = self._cpu(self.me) - self.bench_base
+            self.bench_cpu = cpu_seconds(self.me) - self.bench_base
             if self.first is None:
                 self.first = set(seen)
 
@@ -485,39 +379,13 @@ class Sampler:
             row["cpu_share"] = round(row["cpu_share"], 4)
         ordered[BENCH] = {"processes": 1, "peak_rss_mib": round(self.bench_peak / MIB, 1),
                           "peak_sum_rss_mib": round(self.bench_peak / MIB, 1), "peak_private_mib": None,
-                          "cpu_s": round(getattr(self, "bench_cpu", 0.0), 2), "cpu_share": None, "titles": []}
+                          "cpu_s": round(self.bench_cpu, 2), "cpu_share": None, "titles": []}
         return ordered
 
 
 # ---- stages from the progress lines ---------------------------------------------------------
 PROGRESS_PREFIX = "[lightrag-ray] "
-# "done in 12s)", "done in 3m05s)", "done in 1h02m)" (progress.StageProgress) or "(1.2 s)"
-DURATION = re.compile(r"(?:done in (?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?\)|\((\d+(?:\.\d+)?) s\))\s*$")
 ITEMS = re.compile(r":\s*(\d+)/(\d+) (\w+)")
-
-
-def stage_name(text: str) -> str:
-    """A progress line's stage: the words before a ':' or the first number ("extracting: 5/9
-    chunks" and "extracting 9 chunks" -> "extracting"); a line that starts with a number is
-    named by the words after it ("3 documents to index, 9 chunks" -> "documents to index")."""
-    head = text.split(":", 1)[0]
-    name = re.split(r"[\d(,;]", head, maxsplit=1)[0].strip()
-    if not name:
-        words = re.sub(r"[\d./%]+", " ", head)
-        name = re.split(r"[(,;]", words, maxsplit=1)[0].strip()
-    return " ".join(name.split()) or text.strip()[:40]
-
-
-def line_seconds(text: str) -> float | None:
-    """The duration a line reports for its stage, or None."""
-    match = DURATION.search(text)
-    if not match:
-        return None
-    if match[4] is not None:
-        return float(match[4])
-    if not any(match[i] for i in (1, 2, 3)):
-        return None
-    return int(match[1] or 0) * 3600 + int(match[2] or 0) * 60 + int(match[3] or 0)
 
 
 def stage_intervals(lines: list[tuple[float, str]], exit_s: float) -> list[dict[str, Any]]:
@@ -614,7 +482,7 @@ def run_index(command: list[str], env: dict[str, str], log_path: Path, interval:
     """Run the index command with the sampler on; ``kill_at``: SIGKILL it once that many
     chunks are in ``workspace``'s extraction cache. Returns wall time, exit code, report,
     stages, roles (and the kill, if one happened)."""
-    sampler = Sampler(interval, labels, actor_classes if ray.is_initialized() else None).start()
+    sampler = Sampler(interval, labels, ray.is_initialized()).start()
     lines: list[tuple[float, str]] = []
     out: list[str] = []
     killed: dict[str, Any] = {}
@@ -892,12 +760,8 @@ def plot(series: list[tuple[str, list[dict[str, Any]]]], path: Path, title: str)
 
 
 # ---- main ----------------------------------------------------------------------------------------
-class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    pass
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=_Formatter, epilog=(
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter, epilog=(
         "CI smoke (~1 min): --chunks 1000 --chunk-tokens 200 --store lite\n"
         "1000 chunks, fast mode, Milvus server: ~2-4 min on 2 cores (its corpus is cached in --workdir)"))
     parser.add_argument("--chunks", type=int, nargs="+", default=[1000],
@@ -950,17 +814,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def child_env(args: argparse.Namespace, embeddings: HashEmbeddings, prefix: str) -> dict[str, str]:
+def driver_env(args: argparse.Namespace, embeddings: HashEmbeddings, prefix: str) -> dict[str, str]:
     """The driver's environment: offline, this checkout's code, hash embeddings, --set values."""
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    env.pop("RAY_ADDRESS", None)  # --ray-address names the cluster
     settings = {"embedding.backend": "openai", "embedding.base_url": embeddings.url,
                 "embedding.model": embeddings.model, "embedding.batch_size": str(args.embed_batch),
                 "vectors.collection_prefix": prefix}
-    settings.update(dict(item.split("=", 1) for item in args.set))
-    for key, value in settings.items():
-        env[ENV_PREFIX + "__".join(part.upper() for part in key.split("."))] = value
-    return env
+    return child_env({**settings, **dict(item.split("=", 1) for item in args.set)})
 
 
 def replot(sources: list[str], png: str | None) -> None:
@@ -982,8 +841,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.plot_from:
         replot(args.plot_from, args.plot)
         return
-    given = argv if argv is not None else sys.argv[1:]
-    command_line = " ".join(shlex.quote(a) for a in ["python", "scripts/bench_corpus.py", *given])
+    command = command_line("bench_corpus.py", argv)
     workdir = Path(args.workdir).resolve() if args.workdir else Path(tempfile.mkdtemp(prefix="bench_corpus_"))
     workdir.mkdir(parents=True, exist_ok=True)
     encoding = next((item.split("=", 1)[1] for item in args.set if item.startswith("chunking.encoding=")),
@@ -1047,15 +905,12 @@ def main(argv: list[str] | None = None) -> None:
     print("\n## Summary\n")
     print(summary_table(rows))
     print(f"\nmachine: {info.get('machine')}, {info.get('ram_gib')} GiB; load {info.get('load_avg')}; "
-          f"Ray {info.get('ray_cluster')}; command: {command_line}")
+          f"Ray {info.get('ray_cluster')}; command: {command}")
     if args.plot and plot([("", rows)], Path(args.plot), f"lightrag-ray index, {args.mode} mode, {store}, "
                           f"{info.get('ray_cluster')}"):
         print(f"plot: {args.plot}")
-    if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(json.dumps({
-            "command": command_line, "settings": {**vars(args), "encoding": encoding, "store_name": store},
-            "machine": info, "rows": rows}, indent=2, default=str), encoding="utf-8")
+    write_json(args.json_out, {"command": command, "settings": {**vars(args), "encoding": encoding, "store_name": store},
+                               "machine": info, "rows": rows})
     if any(run.get("exit_code") for row in rows for label, run in row["runs"].items() if label != "killed"):
         sys.exit(1)
 
@@ -1089,7 +944,7 @@ def run_size(args: argparse.Namespace, target: int, workdir: Path, encoding: str
         prefix = "bc_" + re.sub(r"\W", "_", name)
         if server is not None:
             drop_collections(server.uri, prefix)
-        return workspace, prefix, child_env(args, embeddings, prefix)
+        return workspace, prefix, driver_env(args, embeddings, prefix)
 
     def measured(name: str, label: str, workspace: Path, env: dict[str, str], kill_at: int | None = None) -> dict[str, Any]:
         run = run_index(command(workspace), env, workspace.parent / f"{name}.{label.replace(' ', '_')}.log",

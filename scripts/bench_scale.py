@@ -1,62 +1,13 @@
-"""Scale benchmark: synthetic extraction records merged into the graph shards at growing size.
+"""Scale benchmark: synthetic extraction records merged into the graph shards at growing size
+(method and figures: docs/benchmarks.md, "Graph scale").
 
-Starts its own local Ray cluster (2 CPUs) and measures, in one process:
+On its own local Ray cluster: 1. **merge** seeded Zipf-like records of ``--mentions`` mentions
+into ``--shards`` fresh shards (merge time, snapshot, reload, shard RSS); 2. **add** a
+``--doc-chunks`` document to the largest graph, cold then warm (non-LLM time, the scripted LLM at
+zero latency), and on an empty workspace for the fixed cost; 3. **query**: context-only
+``retrieve()`` latency per mode. ``--store lite|server`` (or both, compared) holds the vectors.
 
-1. **merge**: for each ``--mentions`` size and ``--shards`` count, synthetic extraction
-   records are applied to fresh shard actors in batches of ``--batch-chunks`` chunks (the
-   pipeline applies one Ray Data batch of extraction results per call). Reported: merged
-   entities and relations (checked against the distinct names and pairs generated), merge
-   time (the ``router.apply`` calls only, generation excluded), mentions/s, snapshot save
-   time and size, time to start the shards again from the snapshot, and each shard actor's
-   RSS when empty, after the merge and after the reload.
-2. **add**: the non-LLM time to add one ``--doc-chunks``-chunk document (the next piece of
-   *A Christmas Carol*) to the largest graph, sharded ``--add-shards`` ways: ``index_paths``
-   in LLM extraction mode against the simulated LLM of ``tests/scripted_llm.py`` at zero
-   latency. First cold, as the CLI adds it: the run starts the shards from the snapshot
-   (counted in its total), its embedding workers and its vector writer. Then a second
-   document warm, as the Serve app adds it: through the same open shards, embedding workers
-   whose model is loaded and a vector writer kept open (opened before the run, not counted;
-   the time they took is printed). The same two documents on an empty workspace give the
-   fixed-cost baseline. Step times are the run report's ``stage_seconds``. Targets: warm < 5 s, cold < 15 s on the graph; at most two summary
-   requests per description summarised.
-3. **query**: context-only ``retrieve()`` latency per mode on that graph (no LLM: keywords
-   come from the question), over ``--questions`` questions each naming an entity of the graph.
-
-``--store`` picks the vector store(s) of the add/query graph: ``lite`` (Milvus Lite, the
-workspace's milvus.db), ``server`` (a Milvus 2.3 standalone server that the script starts in
-a temp dir through tests/milvus_standalone.py, with HNSW indexes; the preparation flushes the
-collections and waits until every row is indexed), or both. Every store gets the same vectors;
-with several stores the add step's embedding workers write to all of them (a sink opened before
-the run, so its cold figure then leaves the store's opening out), so all stores hold the same
-graph. Retrieval runs on each store with the same questions, and
-the retrieved entity, relation and chunk ids are compared with the first store's (mean
-Jaccard per kind, questions with identical sets): equal up to ANN tie order.
-
-Synthetic records (deterministic for a ``--seed``): a pool of ``--entities`` invented
-two-word names ranked by popularity; a size of M mentions uses the
-``entities * M / max(mentions)`` most popular names, each mentioned once, the remaining
-mentions drawn Zipf-like (p ~ 1 / rank^``--skew``). Chunks hold 20-40 mentions, ten chunks
-make a document; an entity description is the name plus a 30-60-word window of the book's
-text; each chunk relates ``--relations-per-mention`` x its mentions random pairs of its names
-(description 30-60 words, two keywords, weight 1-10). Half of the names the simulated LLM
-extracts from the two new documents are planted in the pool at Zipf-drawn ranks, so adding
-a document touches existing entities, popular ones included.
-
-Workspace of the add/query graph: after the merge, descriptions over the summary limits get
-a synthetic summary (the first fragments, ~250 tokens; a real run would ask the LLM), the
-shards' change feed gives every entity and relation, every entity goes through the alias pass
-(as the run that built a graph leaves it, so the add's pass links only its new entities),
-and the entities and relations go to the vector store(s)
-with synthetic unit vectors drawn like MiniLM embeddings of the book's passages (their mean
-and 32 leading principal directions, fitted on 400 passages; see ``EmbeddingShape``), the
-chunks (text: their mentions' descriptions) too; the entities named in the questions get
-the real MiniLM vector of their name, so that local retrieval finds them and expands around
-them (hubs of up to 15k mentions among them) as a good keyword match would. Embedding everything
-with MiniLM on CPU (~60 short texts/s on 2 cores) would take over two hours at 200k entities;
-even so, writing the ~0.5M rows through Milvus Lite takes several minutes, and so does the
-server's HNSW build (printed).
-
-    .venv/bin/python scripts/bench_scale.py --workdir /tmp/bench_scale_out/work \\
+    .venv/bin/python scripts/bench_scale.py --workdir /tmp/bench_scale_out/work \
         --json-out /tmp/bench_scale_out/bench_scale.json --plot /tmp/bench_scale_out/bench_scale.png
 """
 
@@ -64,12 +15,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import shlex
 import shutil
 import string
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -78,16 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_kit import (ROOT, command_line, logger, machine, markdown, offline, percentiles_ms, pyplot, save_plot,
+                       start_ray, stop_ray, write_json)
 
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
-
+offline()
 import ray  # noqa: E402
-from bench_kit import machine, markdown, pyplot, save_plot, start_ray, stop_ray  # noqa: E402
 
 from lightrag_ray.config import ChunkingConfig, ExtractionConfig, GraphConfig, Settings, load_settings  # noqa: E402
 from lightrag_ray.core.ids import chunk_id, entity_id  # noqa: E402
@@ -135,14 +78,7 @@ SYNTHETIC_RANK, SYNTHETIC_NOISE = 32, 0.2  # principal directions of the synthet
 ADD_TARGET_S, QUERY_TARGET_MS, QUERY_P95_TARGET_MS = 5.0, 100.0, 250.0  # issues 5 and 10 (add: warm)
 COLD_ADD_TARGET_S = 15.0  # issue 12: the CLI adds a document in < 15 s
 COLD, WARM = "cold (CLI)", "warm (Serve app)"  # how an add row's run found its shards, embedder and vector writer
-
-
-STARTED = time.perf_counter()
-
-
-def log(message: str) -> None:
-    """Progress on stderr, timestamped from the start of the script."""
-    print(f"[bench_scale {time.perf_counter() - STARTED:7.1f} s] {message}", file=sys.stderr, flush=True)
+log = logger("bench_scale")
 
 
 # ---- synthetic records -------------------------------------------------------------------
@@ -745,8 +681,7 @@ def query_latency(settings: Settings, names: list[str], exact: ExactIndex | None
                 retrieved[mode].append(context_ids(context))
                 sizes.append((len(context.entities), len(context.relations), len(context.chunks)))
             mean = np.mean(sizes, axis=0)
-            rows.append({"mode": mode, "questions": len(ms), "p50_ms": round(float(np.percentile(ms, 50)), 1),
-                         "p95_ms": round(float(np.percentile(ms, 95)), 1), "max_ms": round(max(ms), 1),
+            rows.append({"mode": mode, "questions": len(ms), **percentiles_ms(ms, 50, 95), "max_ms": round(max(ms), 1),
                          "named_entity_found": found, "mean_entities": round(float(mean[0]), 1),
                          "mean_relations": round(float(mean[1]), 1), "mean_passages": round(float(mean[2]), 1),
                          "stage_p50_ms": {stage: round(float(np.percentile([s.get(stage, 0.0) for s in stages], 50)), 1)
@@ -1077,8 +1012,7 @@ def main(argv: list[str] | None = None) -> None:
     retrieved_by_store = {store: value["retrieved"] for store, value in by_store.items()}
     overlaps = [row for other in stores[1:] if other in by_store for row in overlap(stores[0], other, retrieved_by_store)]
 
-    given = argv if argv is not None else sys.argv[1:]
-    command = " ".join(shlex.quote(a) for a in ["python", "scripts/bench_scale.py", *given])
+    command = command_line("bench_scale.py", argv)
     print("## Merge\n")
     print(merge_table(merges))
     if adds:
@@ -1115,14 +1049,11 @@ def main(argv: list[str] | None = None) -> None:
     png = Path(args.plot) if args.plot else Path(args.json_out).with_suffix(".png") if args.json_out else None
     if png and plot(merges, png):
         print(f"plot: {png}")
-    if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(json.dumps({
-            "command": command, "machine": machine(), "settings": vars(args), "graph": graph_info,
-            "merge": merges, "add": adds, "query": queries,
-            "query_by_store": {store: value["rows"] for store, value in by_store.items()}, "overlap": overlaps,
-            "search_recall": recall_rows, "reshard": resharded},
-            indent=2), encoding="utf-8")
+    write_json(args.json_out, {
+        "command": command, "machine": machine(), "settings": vars(args), "graph": graph_info,
+        "merge": merges, "add": adds, "query": queries,
+        "query_by_store": {store: value["rows"] for store, value in by_store.items()}, "overlap": overlaps,
+        "search_recall": recall_rows, "reshard": resharded})
 
 
 if __name__ == "__main__":

@@ -20,11 +20,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import shlex
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -34,11 +31,10 @@ from typing import Any
 import httpx
 import numpy as np
 
-from bench_kit import machine, start_ray
+from bench_kit import command_line, machine, offline, percentiles_ms, serve_app, start_ray, write_json
 from lightrag_ray.query.params import RETRIEVAL_MODES
 
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+offline()
 
 QUESTIONS = [
     "Who is Jacob Marley?", "What does the Ghost of Christmas Past show Scrooge?",
@@ -47,12 +43,6 @@ QUESTIONS = [
     "What does the Ghost of Christmas Yet to Come reveal?", "Who is Belle?",
     "Why is Marley's ghost in chains?", "What do the charity gentlemen ask Scrooge for?",
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 SETTINGS = {"llm": {"backend": "none"}, "extraction": {"mode": "fast"}}
@@ -70,7 +60,6 @@ def start_app(workspace: Path, corpus: str | None, replicas: int, workspaces: in
     from lightrag_ray.cli.demo import SAMPLE
     from lightrag_ray.config import load_settings
     from lightrag_ray.service.indexing import index_paths
-    from lightrag_ray.serve.app import AppArgs, build_app
 
     if not ray.is_initialized():
         start_ray(cpus, address=None)
@@ -85,11 +74,7 @@ def start_app(workspace: Path, corpus: str | None, replicas: int, workspaces: in
     many = {"workspaces_root": str(served), "default_workspace": WORKSPACE_NAMES[0]} if workspaces > 1 else {}
     for name in WORKSPACE_NAMES[:workspaces] if many else [""]:
         shutil.copytree(base, served / name)
-    port = _free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config={"log_level": "WARNING"})
-    app = build_app(AppArgs(workspace=str(served), settings=SETTINGS, ingress_replicas=replicas, **many))
-    serve.run(app, name="lightrag", route_prefix="/")
-    return f"http://127.0.0.1:{port}"
+    return serve_app(workspace=str(served), settings=SETTINGS, ingress_replicas=replicas, **many)
 
 
 def insert_text(corpus: str | None, copies: int, tag: str) -> list[str]:
@@ -152,9 +137,7 @@ async def drive(url: str, clients: int, duration_s: float, mode: str, headers: d
     return {
         "clients": clients, "requests": len(latencies), "errors": errors,
         "throughput": round(len(latencies) / elapsed, 2),
-        "p50_ms": round(float(np.percentile(ms, 50)), 1), "p95_ms": round(float(np.percentile(ms, 95)), 1),
-        "p99_ms": round(float(np.percentile(ms, 99)), 1),
-    }
+        **percentiles_ms(ms, 50, 95, 99)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -205,16 +188,15 @@ def main(argv: list[str] | None = None) -> None:
             status = asyncio.run(wait_for_job(url, writes, track))
             print(f"insert job of {len(texts)} texts ended: {status}", file=sys.stderr)
 
-    command = "python scripts/bench_serve.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+    command = command_line("bench_serve.py", argv)
     print(table(rows))
     print(f"\nPOST /query/data, mode {args.mode}, {args.duration:g} s per row; machine: {machine()}")
     for row in rows:
         if "other_insert_start_s" in row:
             print(f"replicas {row['replicas']}: an insert into b, sent while a's job ran, started after "
                   f"{row['other_insert_start_s']:.2f} s")
-    print(f"command: {command.strip()}")
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"command": command, "mode": args.mode, "rows": rows}, indent=2))
+    print(f"command: {command}")
+    write_json(args.json_out, {"command": command, "mode": args.mode, "rows": rows})
 
 
 async def other_insert_start(url: str, headers: dict[str, str], corpus: str | None, replicas: int) -> float:

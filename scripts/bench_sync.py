@@ -1,24 +1,13 @@
-"""Sync benchmark: a corpus indexed, then changed (some documents edited, renamed, deleted) and
-synced with ``lightrag-ray index --prune``; the sync against indexing only the edited documents
-into an empty workspace, and the synced workspace against a fresh index of the final corpus.
+"""Sync benchmark: a corpus indexed, then changed (documents edited, renamed, deleted) and synced
+with ``lightrag-ray index --prune`` (method and figures: docs/benchmarks.md, "Sync").
 
-Steps (each an ``index`` CLI subprocess joined to one Ray cluster this script starts, with
-bench_corpus's corpus generator, hash-embedding server and Milvus server, as bench_corpus.py
-runs them):
+Runs (each an ``index`` CLI subprocess on one Ray cluster, with bench_corpus's corpus, hash
+embeddings and Milvus server): initial; re-run with nothing changed; detection
+(``--prune --dry-run``); sync; the edited documents alone into an empty workspace; the final
+corpus fresh, compared with the synced workspace (graph and vector ids); with ``--s3`` the
+final corpus from an S3 server, indexed and re-run.
 
-1. **initial**: the corpus (``--chunks`` target, bench_corpus's documents) indexed;
-2. **re-run, nothing changed**: the same command again (files listed, none read);
-3. the corpus changed: ``--edit`` of the documents get their last sentence replaced (their
-   first chunks stay the same), ``--rename`` renamed, ``--delete`` deleted;
-4. **detection**: ``index --prune --dry-run`` (lists and hashes the changed files; no Ray);
-5. **sync**: ``index --prune``, with its stages and LLM requests;
-6. **edited only**: the edited documents' new versions indexed into an empty workspace;
-7. **fresh**: the final corpus indexed into an empty workspace, compared with the synced one
-   (mention rows and every field of every entity and relation: tests/graph_helpers; vector ids);
-8. with ``--s3``: the final corpus uploaded to an S3 server (moto's, started here), indexed,
-   and the re-run with nothing changed timed over the objects.
-
-    PYTHONPATH=. .venv/bin/python scripts/bench_sync.py --chunks 10000 --store server --mode fast --s3 \\
+    PYTHONPATH=. .venv/bin/python scripts/bench_sync.py --chunks 10000 --store server --mode fast --s3 \
         --workdir /tmp/bench_sync --json-out /tmp/bench_sync/fast.json
 """
 
@@ -28,7 +17,6 @@ import argparse
 import json
 import os
 import random
-import shlex
 import shutil
 import subprocess
 import sys
@@ -37,9 +25,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_corpus import (ROOT, HashEmbeddings, MilvusStandalone, RayCluster, ScriptedLLM, child_env,
+from bench_corpus import (ROOT, HashEmbeddings, MilvusStandalone, RayCluster, ScriptedLLM, driver_env,
                           drop_collections, generate_corpus, graph_differences, load_settings, load_stored,
                           log, machine_info, run_index)
+from bench_kit import command_line, write_json
 
 from lightrag_ray.config import ChunkingConfig
 from tests.s3_server import S3Server
@@ -109,7 +98,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    command_line = " ".join(shlex.quote(a) for a in ["python", "scripts/bench_sync.py", *(argv or sys.argv[1:])])
+    command = command_line("bench_sync.py", argv)
     workdir = Path(args.workdir).resolve() if args.workdir else Path(tempfile.mkdtemp(prefix="bench_sync_"))
     embeddings = HashEmbeddings(dim=args.dim).start()
     llm = ScriptedLLM(latency_s=0.0).start() if args.mode == "llm" else None
@@ -157,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
                     drop_collections(server.uri, prefix)
             command = index_command(folder, workspace, *flags)
             (workdir / "ws").mkdir(parents=True, exist_ok=True)
-            env = {**child_env(args, embeddings, prefix), **(env_extra or {})}
+            env = {**driver_env(args, embeddings, prefix), **(env_extra or {})}
             log(f"{label}: {folder}")
             result = run_index(command, env, workdir / "ws" / f"{workspace}.{label.replace(' ', '_')}.log",
                                args.interval, {}, label)
@@ -170,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
         changed = change_corpus(live, random.Random(args.seed), args.edit, args.rename, args.delete)
         started = time.perf_counter()
         dry = subprocess.run(index_command(str(live), "synced", "--prune", "--dry-run"), capture_output=True,
-                             text=True, cwd=ROOT, env=child_env(args, embeddings, "bs_synced"))
+                             text=True, cwd=ROOT, env=driver_env(args, embeddings, "bs_synced"))
         if dry.returncode:
             raise RuntimeError(f"index --dry-run failed: {dry.stderr[-3000:]}")
         runs["detection"] = {"wall_s": round(time.perf_counter() - started, 2), "exit_code": dry.returncode,
@@ -224,13 +213,10 @@ def main(argv: list[str] | None = None) -> None:
           f"{'equal' if comparison['vector_ids_equal'] else 'DIFFERENT'}")
     for problem in comparison["differences"][:10]:
         print(f"  {problem[:300]}")
-    print(f"\nmachine: {info.get('machine')}; Ray {info.get('ray_cluster')}; command: {command_line}")
-    if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(json.dumps({"command": command_line, "machine": info, "runs": runs,
-                                                   "changed": {k: len(v) for k, v in changed.items()},
-                                                   "comparison": comparison, "sync_over_edited_only": ratio},
-                                                  indent=2, default=str), encoding="utf-8")
+    print(f"\nmachine: {info.get('machine')}; Ray {info.get('ray_cluster')}; command: {command}")
+    write_json(args.json_out, {"command": command, "machine": info, "runs": runs,
+                               "changed": {k: len(v) for k, v in changed.items()},
+                               "comparison": comparison, "sync_over_edited_only": ratio})
     if not comparison["graph_equal"] or not comparison["vector_ids_equal"]:
         sys.exit(1)
 

@@ -17,13 +17,9 @@ workspace (its name is in every sample document's copy).
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import re
-import shlex
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -31,44 +27,38 @@ import httpx
 import numpy as np
 import psutil
 
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+from bench_kit import (MIB, ROOT, Poller, command_line, machine, offline, percentiles_ms, serve_app, start_ray,
+                       write_json)
 
-from bench_kit import machine, start_ray  # noqa: E402
+offline()
 
 SAMPLES = ROOT.parent / "shared" / "data" / "lightrag_eval_sample" / "sample_documents"
 SETTINGS = {"llm": {"backend": "none"}, "extraction": {"mode": "fast"}}
 HOLDERS = ("GraphShard", "VectorStoreActor")  # the processes an open workspace keeps
-MIB = 2**20
 MARK = re.compile(r"Workspace (w\d+) copy")
 
 
-class MemorySampler(threading.Thread):
+class MemorySampler(Poller):
     """Every ``every`` s: RSS of the workspace-holding actors and of every Ray process, summed."""
 
     def __init__(self, every: float) -> None:
-        super().__init__(daemon=True)
-        self.every = every
+        super().__init__(every)
         self.samples: list[tuple[float, float, float, int]] = []  # (time, holders MiB, all MiB, holder processes)
-        self.stopping = threading.Event()
+        self.started = time.monotonic()
 
-    def run(self) -> None:
-        started = time.monotonic()
-        while not self.stopping.wait(self.every):
-            holders = total = 0.0
-            count = 0
-            for process in psutil.process_iter(["cmdline", "memory_info"]):
-                title = " ".join(process.info["cmdline"] or [])
-                if not title.startswith("ray::") or process.info["memory_info"] is None:
-                    continue
-                rss = process.info["memory_info"].rss / MIB
-                total += rss
-                if any(title.startswith(f"ray::{holder}") for holder in HOLDERS):
-                    holders += rss
-                    count += 1
-            self.samples.append((time.monotonic() - started, holders, total, count))
+    def tick(self) -> None:
+        holders = total = 0.0
+        count = 0
+        for process in psutil.process_iter(["cmdline", "memory_info"]):
+            title = " ".join(process.info["cmdline"] or [])
+            if not title.startswith("ray::") or process.info["memory_info"] is None:
+                continue
+            rss = process.info["memory_info"].rss / MIB
+            total += rss
+            if any(title.startswith(f"ray::{holder}") for holder in HOLDERS):
+                holders += rss
+                count += 1
+        self.samples.append((time.monotonic() - self.started, holders, total, count))
 
 
 def documents(name: str) -> list[str]:
@@ -79,18 +69,10 @@ def documents(name: str) -> list[str]:
 
 
 def start_app(root: Path, cpus: int, max_open: int, max_memory_mb: float | None) -> str:
-    from ray import serve
-
-    from lightrag_ray.serve.app import AppArgs, build_app
-    from tests.net_helpers import free_port
-
+    """Ray and the app over the workspaces root ``root``, under the caps; returns its URL."""
     start_ray(cpus, address=None)
-    port = free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config={"log_level": "WARNING"})
-    args = AppArgs(workspace=str(root / "default"), settings=SETTINGS, workspaces_root=str(root),
-                   max_open_workspaces=max_open, max_open_memory_mb=max_memory_mb, ingress_replicas=1)
-    serve.run(build_app(args), name="lightrag", route_prefix="/")
-    return f"http://127.0.0.1:{port}"
+    return serve_app(workspace=str(root / "default"), settings=SETTINGS, workspaces_root=str(root),
+                     max_open_workspaces=max_open, max_open_memory_mb=max_memory_mb, ingress_replicas=1)
 
 
 def fill(client: httpx.Client, name: str) -> float:
@@ -121,8 +103,7 @@ def ask(client: httpx.Client, name: str) -> tuple[float, bool]:
 
 def percentiles(values: list[float]) -> dict[str, float]:
     ms = np.array(values) * 1000
-    return {"p50_ms": round(float(np.percentile(ms, 50)), 1), "p95_ms": round(float(np.percentile(ms, 95)), 1),
-            "max_ms": round(float(ms.max()), 1)}
+    return {**percentiles_ms(ms, 50, 95), "max_ms": round(float(ms.max()), 1)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,8 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.root or tempfile.mkdtemp(prefix="lightrag_ray_workspaces_"))
     names = [f"w{n:02d}" for n in range(1, args.workspaces + 1)]
     url = start_app(root, args.cpus, args.max_open, args.max_open_memory_mb)
-    sampler = MemorySampler(args.sample_every)
-    sampler.start()
+    sampler = MemorySampler(args.sample_every).start()
     with httpx.Client(base_url=url, timeout=300) as client:
         inserts = []
         for number, name in enumerate(names, 1):
@@ -153,8 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                 timings.append(seconds)
                 own.append(mine)
         listed = client.get("/workspaces").json()["workspaces"]
-    sampler.stopping.set()
-    sampler.join()
+    sampler.stop()
     holders = [s[1] for s in sampler.samples]
     result = {
         "workspaces": len(names), "max_open": args.max_open, "max_open_memory_mb": args.max_open_memory_mb,
@@ -163,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         "open_at_end": sum(1 for w in listed if w["open"]), "listed": len(listed),
         "peak_holders_mib": round(max(holders), 1), "peak_holder_processes": max(s[3] for s in sampler.samples),
         "peak_app_mib": round(max(s[2] for s in sampler.samples), 1),
-        "command": "python scripts/bench_workspaces.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
+        "command": command_line("bench_workspaces.py", argv),
         "machine": machine(),
     }
     print(f"| workspaces | max open | memory cap MiB | peak MiB of workspace actors (processes) | peak MiB of all Ray "
@@ -176,8 +155,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{result['insert_s']['p50_ms'] / 1000:.2f} |")
     print(f"\nanswers from their own workspace: {result['answers_from_own_workspace']}; open at the end: "
           f"{result['open_at_end']} of {result['listed']}; machine: {result['machine']}\ncommand: {result['command']}")
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(result, indent=2))
+    write_json(args.json_out, result)
     return 0
 
 

@@ -1,50 +1,13 @@
-"""Soak test of the Serve app: mixed traffic with faults for ``--minutes`` (issue 29).
+"""Soak test of the Serve app: mixed traffic with faults for ``--minutes`` (issue 29; method and
+figures: docs/benchmarks.md, "Soak").
 
-Starts a Ray cluster (in this process, ``--cpus`` logical CPUs), a Milvus 2.3 standalone server
-(tests/milvus_standalone.py) and the scripted OpenAI-compatible LLM of tests/scripted_llm.py (a
-subprocess), then ``lightrag-ray serve`` (a subprocess joined to that cluster) on a fresh workspace:
-LLM extraction, keywords and answers by the scripted LLM, vectors on the Milvus server, 2 graph
-shards. After two seed documents are indexed it drives the app for ``--minutes`` with a fixed mix:
-
-* queries at ``--rate`` per second, cycling over every mode: ``/query``, ``/query/data``,
-  ``/query/stream``, ``/v1/chat/completions`` and ``/api/chat`` (streamed and whole answers);
-* the WebUI's polling every ``--poll-every`` s: ``/health``, ``/documents/pipeline_status``,
-  ``/documents/paginated``, ``/documents/status_counts``, ``/graph/label/popular``, ``/graphs``
-  and ``/graph/label/list``;
-* one writer cycle every ``--insert-every`` s: an insert, alternately ``/documents/text`` and
-  ``/documents/upload`` (a .md or a .txt file; pieces of A Christmas Carol and LightRAG's sample
-  documents from ../shared/data), followed at ``/documents/track_status``; a delete
-  (``/documents/delete_document``) of the oldest processed document every third cycle or while
-  more than ``--live-docs`` are live, so the data stops growing; every fourth cycle a round of
-  graph edits on probe entities (create two, edit one, relate them, edit the relation, delete
-  the relation and both entities: the graph is left as it was). A write refused with 409 and
-  Retry-After (an insert job holds the workspace, LightRAG's busy pipeline) is sent again later.
-
-Faults, each a SIGKILL of the process Ray's actor table names: at 1/3 of the run a graph shard;
-from 1/2 the insert jobs' embedding worker four times in a row (the first while an insert runs,
-each once its replacement is up: Ray restarts it three times, the fourth kill leaves it dead and
-the next insert job replaces it); at 2/3 the workspace owner while an insert runs (Serve starts a
-new one, which attaches to the live shards and runs the job again). A kill window lasts from the
-kill until the service answers again (a shard: ``/graph/label/list`` and ``/query/data`` answer
-200; the owner: ``/health`` with the owner's fields and ``/documents/pipeline_status``; an
-embedding worker: its replacement is alive). Inside a window a request may fail only with 503
-and Retry-After; outside any, every request must succeed (a write's 409 + Retry-After excepted).
-
-Every ``--interval`` s (default 60; 20 for runs under 10 minutes) it records per route the
-requests, errors by status and p50/p99 latency, and per process role (serve CLI, Serve controller
-and proxy, ingress, query embedder, LLM deployment, workspace owner, graph shards, embedding
-workers, extraction, Ray daemons, Milvus, ...) RSS and CPU seconds, sampled every
-``--sample-every`` s from the processes that carry this run's environment marker. At the end it
-waits for the insert jobs, checks that every accepted document is processed or failed with a
-reason, stops the server with SIGINT and checks that the app's processes are gone, indexes the
-surviving documents (processed, not deleted) in one batch run into a fresh workspace with the same
-settings and compares the graphs (mention rows and every field of every entity and relation;
-summarised descriptions by their fragment sets: tests/graph_helpers.graph_differences, as
-tests/test_incremental_equivalence.py does), then stops Serve, Ray, Milvus and the LLM and checks
-that no process of the run is left. It prints a targets table (markdown) and exits 1 when a target
-is not met. RSS growth over the last 40 minutes (the median RSS of their last 5 minutes against
-that of their first 5) is a target from ``--minutes 60`` on; shorter runs report the growth over
-their second half without failing on it.
+Starts Ray, a Milvus standalone server, the scripted LLM and ``lightrag-ray serve`` on a fresh
+workspace; drives queries in every mode on the five query routes (``--rate``), the WebUI's
+polling (``--poll-every``) and a writer cycle every ``--insert-every`` s (inserts, deletes,
+graph edits); kills a graph shard at 1/3, the embedding worker four times from 1/2, the
+workspace owner at 2/3. At the end it accounts for every accepted document, stops the server,
+checks no process is left and compares the graph with a batch run of the surviving documents.
+Prints a targets table and exits 1 when a target is not met.
 
     .venv/bin/python scripts/soak.py --minutes 60 --json-out /tmp/soak/soak.json --plot /tmp/soak/soak.png
     .venv/bin/python scripts/soak.py --minutes 3 --json-out /tmp/soak/soak3.json   # CI: tests/test_soak.py
@@ -87,8 +50,8 @@ DATA = ROOT.parent / "shared" / "data"
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 import ray  # noqa: E402
-from bench_corpus import RAY_AGENTS, actor_classes, is_starting_worker  # noqa: E402
-from bench_kit import machine, markdown, pyplot, start_ray, stop_ray  # noqa: E402
+from bench_kit import (MIB, ActorTable, Poller, child_env, cpu_seconds, is_ray_worker, logger, machine,  # noqa: E402
+                       markdown, percentiles_ms, pyplot, pythonpath, ray_worker_role, start_ray, stop_ray, write_json)
 
 from lightrag_ray.config import ENV_PREFIX, load_settings  # noqa: E402
 from lightrag_ray.index.documents import parse_file  # noqa: E402
@@ -104,7 +67,6 @@ NAMESPACE = "lightrag_ray"  # settings.ray.namespace: where the shard actors are
 CAROL = ROOT / "lightrag_ray" / "data" / "christmas_carol.txt"
 SAMPLES = DATA / "lightrag_eval_sample" / "sample_documents"
 PIECE_CHARS = 2500  # a Christmas Carol piece: paragraphs up to about this many characters
-MIB = 2**20
 WINDOW_LIMIT_S = 30.0  # the service must answer again within this after a kill
 RSS_LIMIT = 0.10  # RSS growth of every process over the last 40 minutes (runs of 60+ minutes)
 RSS_WINDOW_S = 40 * 60
@@ -140,12 +102,7 @@ ACTOR_ROLES = (
 APP_ROLES = {"serve CLI", "workspace owner", "ingress", "query embedder", "llm deployment", "graph shards",
              "embed workers", "extraction"}
 HARNESS_ROLES = {"soak script", "scripted LLM"}  # test equipment, not the product: outside the RSS target
-STARTED = time.monotonic()
-
-
-def log(message: str) -> None:
-    """Progress on stderr, timestamped from the start of the script."""
-    print(f"[soak {time.monotonic() - STARTED:7.1f} s] {message}", file=sys.stderr, flush=True)
+log = logger("soak")
 
 
 # ---- documents ---------------------------------------------------------------------------------
@@ -711,47 +668,18 @@ def marked_pids(marker: str) -> list[int]:
     return found
 
 
-def process_role(title: str, actor_class: str) -> str:
-    """The role of a process of the Ray cluster from its actor class or title."""
-    if (title.startswith("ray::") and not RAY_AGENTS.match(title)) or is_starting_worker(title):
-        for role, pattern in ACTOR_ROLES:
-            if pattern.search(actor_class) or pattern.search(title.split(" ")[0]):
-                return role
-        return "other ray workers"
-    return "ray daemons"
-
-
-class ProcessSampler:
+class ProcessSampler(Poller):
     """Every ``every`` s: RSS and CPU seconds of each process of the run, with its role."""
 
     def __init__(self, marker: str, labels: dict[int, str], every: float, t0: float) -> None:
+        super().__init__(every)
         self.marker = marker
         self.labels = labels  # pid -> role of the processes this script started (and their children)
-        self.every = every
         self.t0 = t0
         self.samples: list[tuple[float, dict[int, tuple[str, int, float]]]] = []  # (t, {pid: (role, rss, cpu)})
         self.roles: dict[int, str] = {}
         self.titles: dict[int, str] = {}
-        self.actors: dict[int, str] = {}
-        self.actors_at = -1e9
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="process-sampler", daemon=True)
-
-    def start(self) -> ProcessSampler:
-        self.tick()
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.every):
-            try:
-                self.tick()
-            except Exception as error:  # noqa: BLE001 - a failed sample must not end the run
-                log(f"process sample failed: {error}")
+        self.actors = ActorTable(5.0)
 
     def _role(self, pid: int, proc: psutil.Process, title: str) -> str:
         if pid in self.labels:
@@ -759,7 +687,8 @@ class ProcessSampler:
         parent = proc.ppid()
         if parent in self.labels and self.labels[parent] != "soak script":
             return self.labels[parent]
-        role = process_role(title, self.actors.get(pid, ""))
+        role = (ray_worker_role(title, self.actors.classes.get(pid, ""), ACTOR_ROLES) if is_ray_worker(title)
+                else "ray daemons")
         known = self.roles.get(pid)
         if role in ("other ray workers", "ray daemons") and known not in (None, "other ray workers", "ray daemons"):
             return known  # a worker keeps the most specific role it was seen in
@@ -767,21 +696,15 @@ class ProcessSampler:
 
     def tick(self) -> None:
         now = time.monotonic() - self.t0
-        if ray.is_initialized() and time.monotonic() - self.actors_at > 5.0:
-            try:
-                self.actors = actor_classes()
-                self.actors_at = time.monotonic()
-            except Exception:  # noqa: BLE001 - the titles still classify the workers
-                pass
+        self.actors.refresh()
         sample: dict[int, tuple[str, int, float]] = {}
         for pid in {*marked_pids(self.marker), os.getpid()}:
             try:
                 proc = psutil.Process(pid)
                 with proc.oneshot():
                     title = " ".join(proc.cmdline()).strip() or proc.name()
-                    times = proc.cpu_times()
                     role = self._role(pid, proc, title)
-                    sample[pid] = (role, proc.memory_info().rss, times.user + times.system)
+                    sample[pid] = (role, proc.memory_info().rss, cpu_seconds(proc))
             except psutil.Error:
                 continue
             self.roles[pid] = role
@@ -795,12 +718,10 @@ class ProcessSampler:
 
 
 # ---- the services ------------------------------------------------------------------------------
-def child_env(marker: str) -> dict[str, str]:
+def marked_env(marker: str) -> dict[str, str]:
     """A child's environment: this one with the marker, offline, no auth, none of our settings variables."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX) and k != "RAY_ADDRESS"}
-    env.update({MARKER_ENV: marker, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-                "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)})
-    return env
+    env = child_env(PYTHONPATH=pythonpath(), **{MARKER_ENV: marker})
+    return {k: v for k, v in env.items() if not k.startswith(ENV_PREFIX)}
 
 
 def start_llm(workdir: Path, marker: str, latency: float) -> tuple[subprocess.Popen, str]:
@@ -810,7 +731,7 @@ def start_llm(workdir: Path, marker: str, latency: float) -> tuple[subprocess.Po
     log_path = workdir / "scripted_llm.log"
     with log_path.open("w") as out:
         process = subprocess.Popen([sys.executable, "-m", "tests.scripted_llm", "--port", str(port), "--latency",
-                                    str(latency)], cwd=ROOT, env=child_env(marker), stdout=out, stderr=subprocess.STDOUT)
+                                    str(latency)], cwd=ROOT, env=marked_env(marker), stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     wait_until(lambda: answers(url, "/v1/models"), 60, "the scripted LLM", process, log_path)
     return process, f"{url}/v1"
@@ -847,7 +768,7 @@ def start_serve(workdir: Path, marker: str, config: Path, address: str) -> tuple
     command = [sys.executable, "-m", "lightrag_ray.cli.main", "serve", "--workspace", str(workdir / "served_ws"),
                "--config", str(config), "--host", "127.0.0.1", "--port", str(port), "--ray-address", address]
     with log_path.open("w") as out:
-        process = subprocess.Popen(command, cwd=workdir, env=child_env(marker), stdout=out, stderr=subprocess.STDOUT,
+        process = subprocess.Popen(command, cwd=workdir, env=marked_env(marker), stdout=out, stderr=subprocess.STDOUT,
                                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     url = f"http://127.0.0.1:{port}"
 
@@ -1005,7 +926,7 @@ def route_stats(calls: list[Call], windows: list[Window], end_s: float) -> dict[
         ms = np.array([1000 * (c.end - c.start) for c in mine]) if mine else np.array([np.nan])
         rows[route] = {"requests": len(mine), "ok": kinds["ok"], "errors": dict(errors), "busy_409": kinds["busy"],
                        "in_window_503": kinds["window-503"], "failures": kinds["failure"] + kinds["window-failure"],
-                       "p50_ms": round(float(np.percentile(ms, 50)), 1), "p99_ms": round(float(np.percentile(ms, 99)), 1),
+                       **percentiles_ms(ms, 50, 99),
                        "modes": dict(Counter(c.mode for c in mine if c.mode))}
     return rows
 
@@ -1215,7 +1136,7 @@ def plot(result: dict[str, Any], sampler: ProcessSampler, path: Path) -> bool:
 
 # ---- main ----------------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=lambda prog: argparse.RawDescriptionHelpFormatter(prog, width=110))
     parser.add_argument("--minutes", type=float, default=60.0, help="minutes of traffic (default 60)")
     parser.add_argument("--rate", type=float, default=1.0,
@@ -1432,9 +1353,7 @@ def main(argv: list[str] | None = None) -> int:
     print(target_table(result["targets"]))
     print(f"\n{'PASSED' if result['passed'] else 'FAILED'}; machine: {result.get('machine', {}).get('machine')}; "
           f"command: {command}")
-    if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
+    write_json(args.json_out, result)
     if args.plot and sampler is not None and "intervals" in result and plot(result, sampler, Path(args.plot)):
         print(f"plot: {args.plot}")
     if not args.workdir:

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import bench_corpus  # noqa: E402
+import bench_kit  # noqa: E402
 
 
 def _texts(corpus: bench_corpus.Corpus) -> dict[str, str]:
@@ -109,11 +110,11 @@ def test_worker_roles_come_from_actor_classes_and_titles():
     assert bench_corpus.worker_role("IDLE") is None
     assert bench_corpus.worker_role("_AutoscalingCoordinatorActor.request_resources") == "extraction"  # Ray Data's
     venv = "/venv/lib/python3.11/site-packages/ray"
-    assert bench_corpus.is_starting_worker(f"/venv/bin/python -u {venv}/_private/workers/default_worker.py --node-ip-address=x")
-    assert bench_corpus.is_starting_worker(f"/venv/bin/python {venv}/_private/workers/setup_worker.py "
+    assert bench_kit.is_starting_worker(f"/venv/bin/python -u {venv}/_private/workers/default_worker.py --node-ip-address=x")
+    assert bench_kit.is_starting_worker(f"/venv/bin/python {venv}/_private/workers/setup_worker.py "
                                            f"{venv}/_private/workers/default_worker.py --node-ip-address=x")
     raylet = f"{venv}/core/src/ray/raylet/raylet --python_worker_command=python {venv}/_private/workers/default_worker.py"
-    assert not bench_corpus.is_starting_worker(raylet)
+    assert not bench_kit.is_starting_worker(raylet)
 
 
 @pytest.mark.integration  # runs the script in a subprocess with its own Ray cluster
