@@ -6,6 +6,7 @@ of them, the least recently used closed past the cap and reopened on demand, del
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -221,3 +222,47 @@ def test_the_owner_runs_only_its_listed_service_calls(ray_cluster, tmp_path):
         with pytest.raises(AttributeError, match=f"may not call the workspace service's '{method}'"):
             asyncio.run(host.call("a", method))
     assert not host.pool.hosted  # nothing was opened
+
+
+class _Service:
+    """What the pool asks of a hosted workspace's service: whether it is busy, and closing it."""
+
+    def __init__(self, busy: bool = False) -> None:
+        self.write_lock = threading.Lock()
+        if busy:
+            self.write_lock.acquire()
+        self.closed = False
+
+    def unfinished_jobs(self) -> list[str]:
+        return []
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_an_insert_job_closes_idle_workspaces_while_the_cluster_lacks_its_cpus(ray_cluster, tmp_path):
+    """Open workspaces' actors can hold every CPU, and a job's tasks would then wait for good:
+    before a job, idle workspaces are closed, least recently used first, never a busy one or
+    the job's own; with none left to close the job starts anyway."""
+    import asyncio
+
+    import ray
+
+    from lightrag_ray.config import load_settings
+    from lightrag_ray.service.workspace_pool import HostedWorkspace, WorkspacePool
+    from lightrag_ray.service.workspaces import WorkspaceCatalog
+
+    catalog = WorkspaceCatalog(load_settings(overrides={"workspace": str(tmp_path / "x")}, environ={}), str(tmp_path))
+    services = {"old": _Service(), "busy": _Service(busy=True), "newer": _Service(), "mine": _Service()}
+
+    async def scenario() -> None:
+        pool = WorkspacePool(catalog, open_service=None)  # type: ignore[arg-type]  # nothing opens here
+        for epoch, (name, service) in enumerate(services.items()):
+            pool.hosted[name] = HostedWorkspace(name, service, epoch)  # type: ignore[arg-type]
+        await pool.room_for_job("mine", 0.001)  # room: nothing closed
+        assert list(pool.hosted) == ["old", "busy", "newer", "mine"]
+        await pool.room_for_job("mine", ray.cluster_resources()["CPU"] + 1)  # never room: every idle one closed
+        assert list(pool.hosted) == ["busy", "mine"]
+
+    asyncio.run(scenario())
+    assert [name for name, service in services.items() if service.closed] == ["old", "newer"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from collections import OrderedDict, defaultdict
 from collections.abc import Awaitable, Callable
@@ -27,6 +28,13 @@ from lightrag_ray.service.workspaces import NoRoomForWorkspace, UnknownWorkspace
 from lightrag_ray.storage.graph.actor import shard_actor_name
 
 ROOM_WAIT_S = 30.0
+LOG = logging.getLogger("ray.serve")  # the owner replica's log
+
+
+def job_cpus(settings: Settings) -> float:
+    """The CPUs an insert job needs free to make progress: one light Ray Data task beside one
+    extraction actor (the job's other workers, the embedding actors, are kept for every job)."""
+    return settings.ray.task_cpus + settings.extraction.num_cpus
 
 
 def shards_alive(settings: Settings) -> bool:
@@ -56,15 +64,17 @@ class HostedWorkspace:
         """Whether an insert job runs or waits."""
         return self.service.write_lock.locked() or bool(self.service.unfinished_jobs()) or not self.jobs.empty()
 
-    def start(self) -> None:
-        """Queue the jobs a restart cut short and start the job loop (on the running event loop)."""
+    def start(self, make_room: Callable[[], Awaitable[None]]) -> None:
+        """Queue the jobs a restart cut short and start the job loop (on the running event loop);
+        ``make_room`` runs before each job."""
         for track_id in self.service.unfinished_jobs():
             self.jobs.put_nowait(track_id)
-        self.worker = asyncio.create_task(self._run_jobs())
+        self.worker = asyncio.create_task(self._run_jobs(make_room))
 
-    async def _run_jobs(self) -> None:
+    async def _run_jobs(self, make_room: Callable[[], Awaitable[None]]) -> None:
         while True:
             track_id = await self.jobs.get()
+            await make_room()
             await asyncio.get_running_loop().run_in_executor(self.thread, self.service.run_job, track_id,
                                                              BACKGROUND_NICENESS)
 
@@ -140,8 +150,23 @@ class WorkspacePool:
         if not await asyncio.to_thread(shards_alive, settings):  # else a restarted owner attaches to them
             await self.wait_for_room(name, await asyncio.to_thread(self.catalog.cpus_to_open, settings))
         hosted = HostedWorkspace(name, await self.open_service(settings), next(self.epochs))
-        hosted.start()
+        hosted.start(lambda: self.room_for_job(name, job_cpus(settings)))
         return hosted
+
+    async def room_for_job(self, name: str, cpus: float) -> None:
+        """Before an insert job of workspace ``name``: close idle workspaces (least recently used
+        first, never ``name``) while the cluster has less than ``cpus`` free, since the open
+        ones' actors may hold every CPU and the job's tasks would wait for good; with none idle
+        left the job starts anyway (it proceeds once other jobs free their CPUs)."""
+        while ray.available_resources().get("CPU", 0.0) < cpus - 1e-9:
+            idle = [n for n, hosted in self.hosted.items() if n != name and not hosted.busy()]
+            if not idle:
+                LOG.warning("insert job of workspace %r starts with %.2g CPU free (it needs %.2g) and no idle workspace "
+                            "to close: it waits for other jobs' CPUs; add CPUs or lower max_open_workspaces", name,
+                            ray.available_resources().get("CPU", 0.0), cpus)
+                return
+            await self._close(idle[0])
+            await asyncio.sleep(0.5)  # the cluster's resource view follows the actors' end
 
     async def _close(self, name: str) -> bool:
         """Close workspace ``name`` if it is open and idle; whether it is closed now."""

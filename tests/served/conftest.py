@@ -1,9 +1,9 @@
 """One Serve app for every module of this package (started once instead of once a module): it
 serves a workspaces root, and each module works in a workspace of its own (its ``WORKSPACE``,
 else the default one, which requests naming no workspace reach, as a single-workspace app's
-do), so one module's inserts, edits and deletes never reach another's. One workspace stays
-open (the previous module's is closed when the next opens its own), so the cluster holds the
-actors of one, as when each module had an app of its own."""
+do), so one module's inserts, edits and deletes never reach another's. Their actors hold
+the session cluster's CPUs: a module's insert job closes the idle workspaces of the modules
+before it (service.workspace_pool.room_for_job)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def served(ray_cluster, llm_server, tmp_path_factory):
     from ray import serve
 
     root = tmp_path_factory.mktemp("served")
-    yield run_app(root / "unused", llm_server.url, workspaces_root=str(root), max_open_workspaces=1), root
+    yield run_app(root / "unused", llm_server.url, workspaces_root=str(root)), root
     serve.shutdown()
 
 
