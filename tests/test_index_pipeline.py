@@ -188,15 +188,15 @@ def test_a_small_run_works_in_the_driver_and_builds_what_the_ray_data_pools_buil
     statuses = [{d: (r["status"], r["chunks"]) for d, r in doc_status.load(Workspace(s.workspace)).items()}
                 for s in (driver, pools)]
     assert statuses[0] == statuses[1] and {s for s, _ in statuses[0].values()} == {doc_status.PROCESSED}
-    # past the limit, the same settings use the pools
-    over = make_settings("over", ray={"local_stages_max_mb": len(DOC_A.encode()) / 2**20})
-    assert index_paths([str(corpus)], over, progress=None).stages == "ray-data"
     audit.seen.clear(), opened.take()
     again = index_paths([str(corpus)], driver, progress=None)  # nothing new: the audit's condition keeps it out
     assert not audit.seen and StageAudit.NAME not in again.stage_seconds and again.docs_skipped == 2
     assert opened.take() == (1, 1)  # an indexed workspace: its manifest read once
+    # past the limit, the same workspace's next run uses the pools; a run that builds: still once
     _write(corpus, "c.txt", DOC_A.replace("Scrooge", "Scrivener"))
-    assert index_paths([str(corpus)], driver, progress=None).docs_new == 1  # a run that builds: still once
+    over = make_settings("driver", ray={"local_stages_max_mb": len(DOC_A.encode()) / 2**20})
+    built = index_paths([str(corpus)], over, progress=None)
+    assert built.stages == "ray-data" and built.docs_new == 1 and built.docs_skipped == 2
     assert opened.take() == (1, 1)
     assert index_paths([str(corpus / "a.txt")], make_settings("under", ray={
         "local_stages_max_mb": len(DOC_A.encode()) / 2**20}), progress=None).stages == "driver"
