@@ -6,7 +6,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/bootstrap.sh"
-# Debian's chromium + chromedriver for tests/test_webui_browser.py (LightRAG's WebUI in a browser)
+# Debian's chromium + chromedriver for tests/webui_browsers/ (LightRAG's WebUI in a browser)
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
   sudo=$([ "$(id -u)" -eq 0 ] || echo sudo)
   $sudo apt-get update -q && $sudo apt-get install -y -q chromium chromium-driver

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,11 +25,9 @@ import httpx
 import pytest
 
 from tests.scripted_llm import ANSWER_PREFIX
-from tests.serve_helpers import run_app, wait_for
+from tests.serve_helpers import wait_for
+from tests.webui_browsers.chromium import headless_chromium
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"  # never selenium-manager: it would download a driver
-INSTALL_HINT = "apt-get install -y chromium chromium-driver"
 SEEDED = "Alice Smith founded Acme Corporation in Paris. Alice Smith hired Carol White at Acme Corporation."
 UPLOADED = ("Ishmael sailed with Captain Ahab on the Pequod. Captain Ahab hunted Moby Dick across the Pacific Ocean. "
             "Starbuck warned Captain Ahab about Moby Dick.")
@@ -39,27 +36,13 @@ INDEX_WAIT_S = 300
 
 
 @pytest.fixture(scope="module")
-def chromium() -> None:
-    """Fail at once, saying how to install them, when chromium or chromedriver is missing."""
-    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not shutil.which(path)]
-    if missing:
-        pytest.fail(f"the WebUI browser test needs Debian's chromium and chromedriver; missing {missing}: {INSTALL_HINT}")
-
-
-@pytest.fixture(scope="module")
-def webui_app(chromium, ray_cluster, llm_server, tmp_path_factory) -> Iterator[str]:
-    """The app with the WebUI (no API key), one document inserted over HTTP; yields its base URL."""
-    from ray import serve
-
-    from lightrag_ray.serve.webui_source import find_webui
-
-    root = tmp_path_factory.mktemp("webui")
-    base = run_app(root / "ws", llm_server.url, api_key=None, webui=str(find_webui()))
-    with httpx.Client(base_url=base, timeout=120) as client:
+def webui_app(webui_root) -> str:
+    """The package's app in its default workspace (requests naming none reach it, as a
+    single-workspace app's do), one document inserted over HTTP; its base URL."""
+    with httpx.Client(base_url=webui_root, timeout=120) as client:
         job = client.post("/documents/text", json={"text": SEEDED, "file_source": "acme.txt"}).json()
         assert wait_for(client, job["track_id"])["job_status"] == "processed"
-    yield base
-    serve.shutdown()
+    return webui_root
 
 
 @pytest.fixture(scope="module")
@@ -74,19 +57,7 @@ def shots(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def browser(webui_app) -> Iterator[Any]:
     """Headless chromium at the app's root, with the console log kept."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,900",
-                 "--enable-unsafe-swiftshader"):  # software WebGL for the graph canvas
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.get(webui_app + "/")  # the root redirects to the WebUI, as LightRAG Server's does
-    yield driver
-    driver.quit()
+    yield from headless_chromium(webui_app + "/")  # the root redirects to the WebUI, as LightRAG Server's does
 
 
 def wait_until(driver: Any, what: Callable[[Any], Any], message: str, timeout_s: float = UI_WAIT_S) -> Any:

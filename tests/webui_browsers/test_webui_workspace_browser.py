@@ -11,44 +11,25 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.serve_helpers import DOC_A, DOC_C, run_app, wait_for
-from tests.test_webui_browser import CHROMEDRIVER, CHROMIUM, chromium, clean_console, tab, wait_until  # noqa: F401
+from tests.serve_helpers import DOC_A, DOC_C, wait_for
+from tests.webui_browsers.chromium import headless_chromium
+from tests.webui_browsers.test_webui_browser import clean_console, tab, wait_until
 
 
 @pytest.fixture(scope="module")
-def many_app(chromium, ray_cluster, llm_server, tmp_path_factory) -> Iterator[str]:
-    """A workspaces root with the WebUI: DOC_A in alpha, DOC_C in beta; yields the base URL."""
-    from ray import serve
-
-    from lightrag_ray.serve.webui_source import find_webui
-
-    root = tmp_path_factory.mktemp("webui_many") / "root"
-    base = run_app(root / "unused", llm_server.url, api_key=None, webui=str(find_webui()), workspaces_root=str(root),
-                   shards=1)
-    with httpx.Client(base_url=base, timeout=120) as client:
+def many_app(webui_root) -> str:
+    """The package's app: DOC_A in alpha, DOC_C in beta; its base URL."""
+    with httpx.Client(base_url=webui_root, timeout=120) as client:
         for name, text, source in (("alpha", DOC_A, "acme.txt"), ("beta", DOC_C, "lisbon.txt")):
             client.headers["LIGHTRAG-WORKSPACE"] = name
             job = client.post("/documents/text", json={"text": text, "file_source": source}).json()
             assert wait_for(client, job["track_id"])["job_status"] == "processed"
-    yield base
-    serve.shutdown()
+    return webui_root
 
 
 @pytest.fixture(scope="module")
 def browser(many_app) -> Iterator[Any]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,900",
-                 "--enable-unsafe-swiftshader"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.get(many_app + "/w/alpha/")  # the prefixed root redirects to the prefixed WebUI
-    yield driver
-    driver.quit()
+    yield from headless_chromium(many_app + "/w/alpha/")  # the prefixed root redirects to the prefixed WebUI
 
 
 def test_the_webui_under_a_workspace_prefix_shows_that_workspace_only(browser, many_app):
