@@ -212,7 +212,7 @@ INTERRUPTED_BATCH = """
 import asyncio, gc, signal, sys
 from lightrag_ray.cli.main import _interrupt
 from lightrag_ray.config import LLMConfig
-from lightrag_ray.models.llm import BatchCaller
+from lightrag_ray.models.llm_clients import BatchCaller
 
 signal.signal(signal.SIGTERM, _interrupt)  # as the CLI's main() sets it
 caller = BatchCaller(LLMConfig(backend="openai", base_url="http://127.0.0.1:9/v1", model="m"))

@@ -103,6 +103,43 @@ def test_the_layer_rule_catches_upward_and_sideways_imports(tmp_path):
     ]
 
 
+def _import_cycles(root: Path) -> list[list[str]]:
+    """Circles of imports between the package's modules (at module level or in functions; the
+    package's ``__init__``, which re-exports lazily, left out), each as a list of modules."""
+    modules = {m for m in _modules(root) if m != "__init__"}
+    edges = {m: sorted({name.removeprefix("lightrag_ray.") for _, name in _imports(path)
+                        if name.removeprefix("lightrag_ray.") in modules - {m}})
+             for m, path in _modules(root).items() if m in modules}
+    cycles, done = [], set()
+
+    def visit(module: str, path: list[str]) -> None:
+        for target in edges[module]:
+            if target in path:
+                cycles.append(path[path.index(target):] + [target])
+            elif target not in done:
+                visit(target, path + [target])
+        done.add(module)
+
+    for module in sorted(modules):
+        if module not in done:
+            visit(module, [module])
+    return cycles
+
+
+def test_no_modules_import_each_other():
+    cycles = _import_cycles(PACKAGE)
+    assert not cycles, "import circles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_circle_rule_catches_one(tmp_path):
+    root = tmp_path / "lightrag_ray"
+    (root / "models").mkdir(parents=True)
+    (root / "models" / "a.py").write_text("from lightrag_ray.models.b import x\n")
+    (root / "models" / "b.py").write_text("def f():\n    from lightrag_ray.models.a import y\n")
+    (root / "models" / "c.py").write_text("from lightrag_ray.models.a import z\n")
+    assert _import_cycles(root) == [["models.a", "models.b", "models.a"]]
+
+
 def test_public_api_resolves():
     import lightrag_ray
 

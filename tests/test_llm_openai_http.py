@@ -18,7 +18,8 @@ from lightrag_ray.core.prompts import (
     gleaning_messages,
     summary_messages,
 )
-from lightrag_ray.models.llm import LLMClient, LLMError, make_llm_client
+from lightrag_ray.models.llm import LLMClient, LLMError
+from lightrag_ray.models.llm_clients import make_llm_client
 from lightrag_ray.models.openai_http import OpenAICompatibleClient
 from tests.scripted_llm import ScriptedLLM, derive_records, extraction_answer
 

@@ -19,7 +19,8 @@ from ray import serve
 
 from lightrag_ray.config import EmbeddingConfig, LLMConfig
 from lightrag_ray.models.embedding import make_query_embedder
-from lightrag_ray.models.llm import LLMClient, LLMError, Messages, make_llm_client
+from lightrag_ray.models.llm import LLMClient, LLMError, Messages
+from lightrag_ray.models.llm_clients import make_llm_client
 from lightrag_ray.ray_runtime import SERVING_NICENESS, niceness_options
 
 # Every replica (and the graph shards the workspace owner starts) runs at niceness 0, an

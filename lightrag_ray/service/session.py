@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from lightrag_ray.config import Settings
 from lightrag_ray.core.context import QueryContext
 from lightrag_ray.models.embedding import make_query_embedder
-from lightrag_ray.models.llm import make_llm_client
+from lightrag_ray.models.llm_clients import make_llm_client
 from lightrag_ray.query.engine import QueryEngine, QueryParam, QueryResult
 from lightrag_ray.query.stores import ThreadedEmbedder, ThreadedVectorIndex
 from lightrag_ray.service.opening import open_workspace

@@ -17,7 +17,8 @@ from lightrag_ray.core.fast_extraction import CHINESE_NAMES, fast_extract
 from lightrag_ray.core.ids import chunk_text_key
 from lightrag_ray.core.parsing import parse_extraction
 from lightrag_ray.core.records import Extraction
-from lightrag_ray.models.llm import BatchCaller, LLMError
+from lightrag_ray.models.llm import LLMError
+from lightrag_ray.models.llm_clients import BatchCaller
 from lightrag_ray.storage.extraction_cache import CacheIndex, extraction_fingerprint, to_row, write_rows
 from lightrag_ray.storage.run_files import RunFiles
 from lightrag_ray.storage.workspace import Workspace

@@ -20,7 +20,8 @@ from lightrag_ray.config import Settings
 from lightrag_ray.core.graph.contract import GraphOperations
 from lightrag_ray.core.graph.routing import merge_pending_summaries
 from lightrag_ray.index.summaries import summarize, summary_limits
-from lightrag_ray.models.llm import BatchCaller, LLMError
+from lightrag_ray.models.llm import LLMError
+from lightrag_ray.models.llm_clients import BatchCaller
 from lightrag_ray.storage.graph.handles import ShardHandles
 
 Row = dict[str, Any]
