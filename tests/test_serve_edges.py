@@ -6,6 +6,7 @@ drive a real WorkspaceService (graph shards, Milvus Lite, embedder) with the scr
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 import time
@@ -161,6 +162,16 @@ def test_queued_and_running_jobs_can_be_cancelled(service, llm):
 def test_cancel_of_an_unknown_job_is_404(app):
     response = httpx.post(f"{app}/documents/cancel/insert_nope", headers={"X-API-Key": API_KEY}, timeout=60)
     assert response.status_code == 404 and response.json() == {"detail": "no insert job with track id 'insert_nope'"}
+
+
+def test_the_context_streams_without_an_llm(app):
+    """/query/stream with only_need_context needs no LLM (as /query): 200, one NDJSON line."""
+    body = {"query": "Who founded Acme?", "mode": "naive", "only_need_context": True}
+    plain = httpx.post(f"{app}/query", json=body, headers={"X-API-Key": API_KEY}, timeout=60)
+    streamed = httpx.post(f"{app}/query/stream", json=body, headers={"X-API-Key": API_KEY}, timeout=60)
+    assert plain.status_code == streamed.status_code == 200, streamed.text
+    assert [json.loads(line) for line in streamed.text.splitlines()] == [
+        {"response": plain.json()["response"], "llm_generated": False, "references": plain.json()["references"]}]
 
 
 def test_chat_without_an_llm_is_an_openai_503(app):

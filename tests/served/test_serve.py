@@ -207,6 +207,21 @@ def test_query_only_context_returns_the_context_text(client, indexed):
     assert "Acme Corporation" in body["response"] and "References:" in body["response"]
 
 
+def test_query_stream_of_the_context_alone_is_one_line_without_the_llm(client, llm, indexed):
+    """As LightRAG streams it: one NDJSON line holding the context (llm_generated false, the
+    references when asked for), and no LLM request."""
+    question = {"query": "Acme?", "mode": "local", "ll_keywords": ["Acme Corporation"], "hl_keywords": [],
+                "only_need_context": True}
+    whole = client.post("/query", json=question).json()
+    llm.reset()
+    with client.stream("POST", "/query/stream", json={**question, "include_references": True}) as response:
+        assert response.status_code == 200
+        lines = [json.loads(line) for line in response.iter_lines() if line]
+    assert len(lines) == 1 and lines[0]["response"] == whole["response"] and lines[0]["llm_generated"] is False
+    assert any(r["file_path"].endswith("acme.txt") for r in lines[0]["references"])
+    assert sum(llm.counts().values()) == 0
+
+
 def test_query_stream_is_ndjson_references_then_the_answer(client, indexed):
     question = {"query": "Who met Bob Jones?", "mode": "hybrid"}
     whole = client.post("/query", json=question).json()

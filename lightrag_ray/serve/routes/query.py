@@ -41,7 +41,13 @@ async def query(request: QueryRequest, replica: ReplicaDep, space: SpaceDep) -> 
 @router.post("/query/stream")
 async def query_stream(request: QueryRequest, replica: ReplicaDep, space: SpaceDep) -> StreamingResponse:
     """The answer as newline-delimited JSON: references first, then response pieces; with
-    ``stream: false`` one line holding the whole answer and the references (LightRAG's)."""
+    ``stream: false`` one line holding the whole answer and the references (LightRAG's). With
+    only_need_context / only_need_prompt, one line holding that text (no LLM needed)."""
+    if request.only_need_context or request.only_need_prompt:
+        whole = await query(request, replica, space)
+        line = {"response": whole["response"], "llm_generated": False,
+                **({"references": whole["references"]} if whole["references"] is not None else {})}
+        return StreamingResponse(iter([json.dumps(line) + "\n"]), media_type="application/x-ndjson")
     need_llm(replica)
     answer = (await space.engine()).stream(request.query, request.param())
     refs = request.answer_references((await answer.ready()).context)  # retrieval fails here, with its status
