@@ -86,6 +86,10 @@ class HostedWorkspace:
         self.thread.shutdown(wait=False)
 
 
+def _free_cpus() -> float:
+    return ray.available_resources().get("CPU", 0.0)
+
+
 class WorkspacePool:
     """The open workspaces of ``catalog``, by name, at most ``max_open`` (and, with
     ``max_open_memory_mb``, within that much actor memory); ``open_service`` makes the
@@ -158,15 +162,12 @@ class WorkspacePool:
         first, never ``name``) while the cluster has less than ``cpus`` free, since the open
         ones' actors may hold every CPU and the job's tasks would wait for good; with none idle
         left the job starts anyway (it proceeds once other jobs free their CPUs)."""
-        while ray.available_resources().get("CPU", 0.0) < cpus - 1e-9:
-            idle = [n for n, hosted in self.hosted.items() if n != name and not hosted.busy()]
-            if not idle:
-                LOG.warning("insert job of workspace %r starts with %.2g CPU free (it needs %.2g) and no idle workspace "
-                            "to close: it waits for other jobs' CPUs; add CPUs or lower max_open_workspaces", name,
-                            ray.available_resources().get("CPU", 0.0), cpus)
-                return
-            await self._close(idle[0])
+        while not await self._room_or_close_idle(name, cpus):
             await asyncio.sleep(0.5)  # the cluster's resource view follows the actors' end
+        if _free_cpus() < cpus - 1e-9:
+            LOG.warning("insert job of workspace %r starts with %.2g CPU free (it needs %.2g) and no idle workspace "
+                        "to close: it waits for other jobs' CPUs; add CPUs or lower max_open_workspaces", name,
+                        _free_cpus(), cpus)
 
     async def _close(self, name: str) -> bool:
         """Close workspace ``name`` if it is open and idle; whether it is closed now."""
@@ -201,18 +202,25 @@ class WorkspacePool:
             if await self._close(name):
                 total -= sizes[name]
 
+    async def _room_or_close_idle(self, keep: str, cpus: float) -> bool:
+        """Whether the cluster has ``cpus`` free, or (when it has not) no idle workspace but
+        ``keep`` is left to close; otherwise close the least recently used idle one (False)."""
+        if _free_cpus() >= cpus - 1e-9:
+            return True
+        idle = [n for n, hosted in self.hosted.items() if n != keep and not hosted.busy()]
+        if not idle:
+            return True
+        await self._close(idle[0])
+        return False
+
     async def wait_for_room(self, name: str, cpus: float) -> None:
         """Wait until the cluster has ``cpus`` free for workspace ``name``'s actors, closing idle
         workspaces meanwhile; after ``ROOM_WAIT_S``, NoRoomForWorkspace."""
         deadline = time.monotonic() + ROOM_WAIT_S
-        while ray.available_resources().get("CPU", 0.0) < cpus - 1e-9:
-            idle = [n for n, hosted in self.hosted.items() if n != name and not hosted.busy()]
-            if idle:
-                await self._close(idle[0])
-                continue
+        while not await self._room_or_close_idle(name, cpus) or _free_cpus() < cpus - 1e-9:
             if time.monotonic() > deadline:
                 raise NoRoomForWorkspace(
                     f"no free CPU to open workspace {name!r} (its actors reserve {cpus:g}; "
-                    f"{ray.available_resources().get('CPU', 0.0):g} free while insert jobs run): try again later, "
+                    f"{_free_cpus():g} free while insert jobs run): try again later, "
                     "or lower max_open_workspaces or graph.num_cpus, or add nodes")
             await asyncio.sleep(0.5)
