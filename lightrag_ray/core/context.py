@@ -31,8 +31,9 @@ class Budgets:
 @dataclass
 class QueryContext:
     """What retrieval found and the text handed to the LLM: the items kept (each passage with
-    its file's ``reference_id``), the per-file references and, in ``found``, how many entities,
-    relations and chunks there were before the budgets cut them."""
+    its file's ``reference_id``), the per-file references, in ``found``, how many entities,
+    relations and chunks there were before the budgets cut them, and in ``retrieval``, how the
+    passages were found and ordered (e.g. ``rerank``: whether a reranker ordered them)."""
 
     entities: list[dict[str, Any]] = field(default_factory=list)
     relations: list[dict[str, Any]] = field(default_factory=list)
@@ -41,6 +42,7 @@ class QueryContext:
     text: str = ""
     sections: dict[str, str] = field(default_factory=dict)
     found: dict[str, int] = field(default_factory=dict)
+    retrieval: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

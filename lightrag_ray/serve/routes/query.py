@@ -84,5 +84,6 @@ async def query_data(request: QueryRequest, space: SpaceDep) -> dict[str, Any]:
             "query_mode": request.mode,
             "keywords": {"high_level": keywords.high, "low_level": keywords.low},
             "processing_info": {**processing_info(context, request.mode), **ours},
+            "retrieval": context.retrieval,
         },
     }
