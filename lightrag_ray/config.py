@@ -138,6 +138,9 @@ class VectorConfig(_Section):
     token: str = ""
     db_name: str = "default"
     collection_prefix: str = "lightrag"
+    text_analyzer: Literal["standard", "jieba"] = Field(
+        "standard", description="How Milvus splits texts into words for BM25 (jieba: Chinese); fixed when a "
+        "workspace's collections are created.")
 
 
 class RayConfig(_Section):

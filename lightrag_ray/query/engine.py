@@ -16,6 +16,8 @@ Every answer, whole (``query``) or streamed (``stream``), is prepared by ``prepa
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -29,11 +31,17 @@ from lightrag_ray.core.keywords import Keywords, keywords_without_llm, parse_key
 from lightrag_ray.core.ranking import graph_chunk_ranking, interleave, rank_local_relations, relevance_ranking
 from lightrag_ray.core.tokenizer import count_tokens
 from lightrag_ray.models.llm import LLMClient
+from lightrag_ray.query.fusion import fuse, lexical_weight
 from lightrag_ray.query.params import DEFAULT_MODE, QueryParam
 from lightrag_ray.query.stores import GraphLookup, TextEmbedder, VectorIndex
 from lightrag_ray.query.walk import WalkWeights, walk_ranking
 
 __all__ = ["DEFAULT_MODE", "AnswerStream", "Prepared", "QueryEngine", "QueryParam", "QueryResult"]  # params: re-exported
+LOG = logging.getLogger(__name__)
+DENSE_ONLY = ("vectors only: this workspace's collections have no BM25 text yet; "
+              "`lightrag-ray upgrade` or the next index run adds it (no LLM call)")
+TEXT_KINDS_TTL_S = 30.0
+FUSION_DEPTH = 40  # hits of each ranking fused, at least (the first top_k of a fusion do not depend on top_k)
 # Which search vectors a mode uses: the question finds passages (and ranks graph passages),
 # the low-level keywords entities, the high-level keywords relations, each low-level keyword
 # its own entity (walk).
@@ -58,6 +66,7 @@ class SearchVectors:
     low: np.ndarray | None = None
     high: np.ndarray | None = None
     names: np.ndarray | None = None  # one row per low-level keyword
+    text: str = ""  # the BM25 query: the question and its low-level keywords
 
 
 @dataclass
@@ -103,6 +112,9 @@ class QueryEngine:
         self.graph = graph
         self.llm = llm
         self.walk_weights = WalkWeights()  # the measured defaults; scripts/bench_hotpotqa.py --walk-sweep varies them
+        self._lexical_kinds: set[str] | None = None
+        self._lexical_read = 0.0
+        self._said_dense_only = False
 
     # ---- keywords -------------------------------------------------------------------
     async def keywords(self, question: str, param: QueryParam) -> tuple[Keywords, int]:
@@ -129,18 +141,38 @@ class QueryEngine:
         found = await self.graph.read_version()
         return None if found["settled"] else found["version"]
 
-    async def _graph_items(self, mode: str, ll_vector: Any, hl_vector: Any, top_k: int) -> tuple[list, list]:
+    async def _text_kinds(self) -> set[str]:
+        """The collections that answer BM25 searches (read again every TEXT_KINDS_TTL_S: an
+        upgrade elsewhere shows within that)."""
+        now = time.monotonic()
+        if self._lexical_kinds is None or now - self._lexical_read > TEXT_KINDS_TTL_S:
+            self._lexical_kinds, self._lexical_read = set(await self.vectors.text_kinds()), now
+        return self._lexical_kinds
+
+    async def _fused_search(self, kind: str, vector: Any, text: str, top_k: int, weight: float,
+                            fields: list[str] | None = None, version: int | None = None) -> list[dict[str, Any]]:
+        """The ``top_k`` hits of ``vector`` fused with the BM25 hits of ``text`` (query.fusion),
+        both searched side by side; the vector hits alone at weight 0 or without BM25 text."""
+        fields = fields or SEARCH_FIELDS[kind]
+        if weight <= 0 or kind not in await self._text_kinds():
+            return await self._search(kind, vector, top_k, fields, version)
+        depth = max(top_k, FUSION_DEPTH)
+        dense, lexical = await asyncio.gather(self._search(kind, vector, depth, fields, version),
+                                              self.vectors.text_search(kind, [text], depth, fields, version))
+        return fuse(dense, lexical[0], weight)[:top_k]
+
+    async def _graph_items(self, mode: str, vectors: SearchVectors, top_k: int, weight: float) -> tuple[list, list]:
         want_local, want_global = mode in ("local", "hybrid", "mix"), mode in ("global", "hybrid", "mix")
         (local_e, local_r), (global_e, global_r) = await asyncio.gather(
-            self._local_items(ll_vector, top_k) if want_local else _no_items(),
-            self._global_items(hl_vector, top_k) if want_global else _no_items(),
-        )  # both levels at once: one vector search and one graph round each, side by side
+            self._local_items(vectors.low, vectors.text, top_k, weight) if want_local else _no_items(),
+            self._global_items(vectors.high, vectors.text, top_k, weight) if want_global else _no_items(),
+        )  # both levels at once: one search and one graph round each, side by side
         return interleave(local_e, global_e), interleave(local_r, global_r)
 
-    async def _local_items(self, ll_vector: Any, top_k: int) -> tuple[list, list]:
-        """Entities found by the low-level keywords, their top relations."""
-        return await self._entities_with_relations([hit["key"] for hit in await self._search("entities", ll_vector, top_k)],
-                                                   top_k)
+    async def _local_items(self, ll_vector: Any, text: str, top_k: int, weight: float) -> tuple[list, list]:
+        """Entities found by the low-level keywords (and BM25), their top relations."""
+        hits = await self._fused_search("entities", ll_vector, text, top_k, weight)
+        return await self._entities_with_relations([hit["key"] for hit in hits], top_k)
 
     async def _entities_with_relations(self, keys: list[str], top_k: int) -> tuple[list, list]:
         """The entities ``keys`` (best first) and their ``top_k`` best relations, those among
@@ -151,9 +183,9 @@ class QueryEngine:
         by_key = {e["key"]: e for e in found["entities"]}
         return [by_key[k] for k in keys if k in by_key], rank_local_relations(found["relations"], keys)[:top_k]
 
-    async def _global_items(self, hl_vector: Any, top_k: int) -> tuple[list, list]:
-        """Relations found by the high-level keywords, their end entities."""
-        hits = await self._search("relations", hl_vector, top_k)
+    async def _global_items(self, hl_vector: Any, text: str, top_k: int, weight: float) -> tuple[list, list]:
+        """Relations found by the high-level keywords (and BM25), their end entities."""
+        hits = await self._fused_search("relations", hl_vector, text, top_k, weight)
         if not hits:
             return [], []
         pairs = [(hit["source_key"], hit["target_key"]) for hit in hits]
@@ -184,43 +216,65 @@ class QueryEngine:
         distinct = list(dict.fromkeys(text for group in wanted.values() for text in group))
         rows = dict(zip(distinct, await self.embedder.embed(distinct))) if distinct else {}
         found = {name: np.asarray([rows[text] for text in group], dtype=np.float32) for name, group in wanted.items()}
-        return keywords, calls, SearchVectors(**{name: block if name == "names" else block[0] for name, block in found.items()})
+        blocks = {name: block if name == "names" else block[0] for name, block in found.items()}
+        return keywords, calls, SearchVectors(**blocks, text=" ".join([question, *keywords.low]))
 
     async def retrieve(self, question: str, param: QueryParam) -> tuple[QueryContext, Keywords, int]:
         """The context for ``question`` (no generation), its keywords and LLM calls made."""
         if param.mode == "bypass":
             return QueryContext(), Keywords(), 0
-        (keywords, calls, vectors), version = await asyncio.gather(self.search_vectors(question, param),
-                                                                   self._passage_version())
+        (keywords, calls, vectors), version, weight = await asyncio.gather(
+            self.search_vectors(question, param), self._passage_version(), self._lexical_weight(param))
         if param.mode == "walk":  # the most visited entities and the passages, read side by side
             walked = await walk_ranking(self.vectors, self.graph, vectors.question, keywords.low, vectors.names,
-                                        param.chunk_top_k, self.walk_weights, version)
+                                        param.chunk_top_k, self.walk_weights, version, vectors.text, weight)
             (entities, relations), chunks = await asyncio.gather(
                 self._entities_with_relations(walked.entity_keys[: param.top_k], param.top_k),
                 self._chunks(walked.chunk_ids[: param.chunk_top_k], []))
         elif param.mode == "naive":
             entities, relations = [], []
-            vector_hits = await self._search("chunks", vectors.question, param.chunk_top_k, version=version)
-            chunks = await self._chunks([hit["id"] for hit in vector_hits], vector_hits)
+            hits = await self._fused_search("chunks", vectors.question, vectors.text, param.chunk_top_k, weight, version=version)
+            chunks = await self._chunks([hit["id"] for hit in hits], hits)
         else:  # the pool's ids and scores only: the few passages kept are read by id
-            (entities, relations), pool = await asyncio.gather(
-                self._graph_items(param.mode, vectors.low, vectors.high, param.top_k),
-                self._search("chunks", vectors.question, max(param.chunk_top_k, SIMILARITY_POOL), ["id"], version))
-            chunks = await self._chunks(self._graph_chunk_ids(param, entities, relations, pool)[: param.chunk_top_k], [])
+            (entities, relations), pool, lexical = await asyncio.gather(
+                self._graph_items(param.mode, vectors, param.top_k, weight),
+                self._search("chunks", vectors.question, max(param.chunk_top_k, SIMILARITY_POOL), ["id"], version),
+                self._text_hits(vectors.text, param.chunk_top_k, weight, version) if param.mode == "mix" else _no_hits())
+            ids = self._graph_chunk_ids(param, entities, relations, pool, fuse(pool[: param.chunk_top_k], lexical, weight))
+            chunks = await self._chunks(ids[: param.chunk_top_k], [])
         reserved = self._reserved_tokens(question, param)
         budgets = Budgets(param.max_entity_tokens, param.max_relation_tokens, param.max_total_tokens)
         context = build_context(entities, relations, chunks, budgets, reserved_tokens=reserved,
                                 encoding=self.settings.chunking.encoding)
+        context.retrieval["lexical"] = _lexical_note(param, weight)
         return context, keywords, calls
 
+    async def _lexical_weight(self, param: QueryParam) -> float:
+        """The BM25 weight of this query: its own or its mode's, 0 when the workspace has no
+        BM25 text yet (one notice per engine)."""
+        weight = lexical_weight(param.mode, param.lexical_weight)
+        if weight > 0 and not await self._text_kinds():
+            if not self._said_dense_only:
+                self._said_dense_only = True
+                LOG.warning("workspace %s: %s", self.settings.workspace, DENSE_ONLY)
+            return 0.0
+        return weight
+
+    async def _text_hits(self, text: str, top_k: int, weight: float, version: int | None) -> list[dict[str, Any]]:
+        """BM25 passage hits (ids) of ``text``; none at weight 0."""
+        if weight <= 0 or "chunks" not in await self._text_kinds():
+            return []
+        return (await self.vectors.text_search("chunks", [text], top_k, ["id"], version))[0]
+
     @staticmethod
-    def _graph_chunk_ids(param: QueryParam, entities: list, relations: list, pool: list[dict[str, Any]]) -> list[str]:
-        """Passages of the ranked graph items (``mix``: and the first vector hits after them),
+    def _graph_chunk_ids(param: QueryParam, entities: list, relations: list, pool: list[dict[str, Any]],
+                         searched: list[dict[str, Any]]) -> list[str]:
+        """Passages of the ranked graph items (``mix``: and the ``searched`` passages after them),
         ranked by their similarity to the question, read from ``pool`` (the question's nearest
         passages, best first), less a penalty for their place in the graph order."""
         candidates = graph_chunk_ranking(entities, relations)
         if param.mode == "mix":
-            candidates = list(dict.fromkeys(candidates + [hit["id"] for hit in pool[: param.chunk_top_k]]))
+            candidates = list(dict.fromkeys(candidates + [hit["id"] for hit in searched[: param.chunk_top_k]]))
         similarity = {hit["id"]: hit["score"] for hit in pool}
         return relevance_ranking(candidates, similarity, pool[-1]["score"] if pool else 0.0)
 
@@ -298,3 +352,16 @@ class AnswerStream:
 
 async def _no_items() -> tuple[list, list]:
     return [], []
+
+
+async def _no_hits() -> list[dict[str, Any]]:
+    return []
+
+
+def _lexical_note(param: QueryParam, weight: float) -> str:
+    """How the passages and seeds were searched, for the response's metadata."""
+    if weight > 0:
+        return f"vectors and BM25 fused (weight {weight:g})"
+    if param.mode != "bypass" and lexical_weight(param.mode, param.lexical_weight) > 0:
+        return DENSE_ONLY
+    return "vectors only"

@@ -33,6 +33,9 @@ class QueryParam(BaseModel):
         None, description="Themes to search by; none in both keyword lists: the LLM extracts them.")
     ll_keywords: list[str] | None = Field(
         None, description="Names to search by; none in both keyword lists: the LLM extracts them.")
+    lexical_weight: float | None = Field(
+        None, ge=0, description="Weight of the BM25 word matches fused with the vector matches (reciprocal-rank "
+        "fusion; 0: vectors only); none: the mode's measured default.")
     history: list[dict[str, str]] = Field(default_factory=list, description="Earlier chat turns.")
     response_type: str = Field("", description="Answer style, e.g. 'bullet points'.")
     instructions: str = Field("", description="The caller's own instructions for the answer (OpenAI system messages).")

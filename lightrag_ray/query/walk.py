@@ -32,6 +32,7 @@ import numpy as np
 
 from lightrag_ray.core.names import entity_key
 from lightrag_ray.core.walk import split_restart, walk_scores
+from lightrag_ray.query.fusion import fuse
 from lightrag_ray.query.stores import GraphLookup, VectorIndex
 
 SEED_PASSAGES = 5
@@ -122,17 +123,29 @@ def passage_seeds(hits: list[dict[str, Any]], weights: WalkWeights) -> dict[str,
     return found
 
 
+async def lexical_passages(vectors: VectorIndex, text: str, top_k: int, weight: float,
+                           version: int | None) -> list[dict[str, Any]]:
+    """The BM25 passage hits (ids) of ``text``; none at weight 0."""
+    if weight <= 0 or not text:
+        return []
+    return (await vectors.text_search("chunks", [text], top_k, ["id"], version))[0]
+
+
 async def walk_ranking(vectors: VectorIndex, graph: GraphLookup, question_vector: Any, names: list[str],
                        name_vectors: np.ndarray | None, top_k: int, weights: WalkWeights = WalkWeights(),
-                       version: int | None = None) -> WalkRanking:
+                       version: int | None = None, text: str = "", lexical_weight: float = 0.0) -> WalkRanking:
     """The ``top_k`` passage ids for a question (its vector, the entity names in it and their
     vectors), best first, and the entities the walk visited, most visited first; ``version``:
-    the passages searched are those a reader of that graph version sees."""
+    the passages searched are those a reader of that graph version sees; ``text``: the BM25
+    query, whose passages are fused with the vector hits at ``lexical_weight`` into the seed
+    passages (query.fusion; off by default for this mode, as measured)."""
     question = np.asarray([question_vector], dtype=np.float32)
-    dense, candidates, ends = await asyncio.gather(
-        vectors.search("chunks", question, max(top_k, weights.seed_passages, weights.dense_pool), ["id"], version),
-        name_candidates(vectors, names, name_vectors), relation_ends(vectors, question, weights))
-    hits = dense[0]
+    depth = max(top_k, weights.seed_passages, weights.dense_pool)
+    dense, candidates, ends, lexical = await asyncio.gather(
+        vectors.search("chunks", question, depth, ["id"], version),
+        name_candidates(vectors, names, name_vectors), relation_ends(vectors, question, weights),
+        lexical_passages(vectors, text, depth, lexical_weight, version))
+    hits = fuse(dense[0], lexical, lexical_weight) if lexical else dense[0]
     seeds = [h["id"] for h in hits[:weights.seed_passages]]
     seed_ids = set(seeds)
     keys = list(dict.fromkeys([key for own, nearest, _ in candidates for key in (own, nearest) if key] + list(ends)))

@@ -84,9 +84,7 @@ def kept_vector_sink(settings: Settings, dim: int, keep_alive: bool) -> tuple[Ve
         return open_vector_sink(settings, dim, searchable=True,
                                 actor_options={"name": name, "namespace": namespace, "lifetime": "detached",
                                                "max_restarts": -1, "max_task_retries": -1})
-    vec = settings.vectors
-    return (VectorSink(settings.milvus_uri(), dim, vec.collection_prefix, vec.token, vec.db_name, actor),
-            ActorVectorWriter(actor))
+    return VectorSink.of(settings, dim, actor), ActorVectorWriter(actor)
 
 
 def with_shards(settings: Settings, num_shards: int) -> Settings:

@@ -6,8 +6,8 @@ which get every method from it (core.transport): ``VectorCalls`` blocking (the a
 a Lite file: storage.vector_owner) and ``AwaitedVectorReads`` for queries (a store in a worker
 thread: query.stores; the Serve owner's handle: serve.owner).
 
-A text search (BM25 beside the vectors) joins here as one more method, and every transport has
-it at once.
+Collections also answer BM25 text searches (``text_search``) where they carry a text field;
+``text_kinds`` says which do, ``add_text_search`` upgrades one that does not.
 """
 
 from __future__ import annotations
@@ -39,6 +39,18 @@ class VectorStore(Protocol):
         best first; ``version``: only rows a reader of that graph version sees
         (storage.vectors.visible_at)."""
 
+    def text_search(self, kind: str, texts: list[str], top_k: int, output_fields: list[str] | None = None,
+                    version: int | None = None) -> list[Rows]:
+        """For each text, BM25 hits over the rows' ``text`` (``id``, ``score`` and the fields
+        asked), best first; no hits from a collection without text search (``text_kinds``)."""
+
+    def text_kinds(self) -> list[str]:
+        """The kinds whose collection answers ``text_search``."""
+
+    def add_text_search(self, kind: str, texts: dict[str, str]) -> int:
+        """Give ``kind``'s collection text search, each row with its text (``texts`` by id, else
+        the row's own ``text``), keeping its vectors; the rows copied (0: it had it already)."""
+
     def get(self, kind: str, ids: list[str], output_fields: list[str] | None = None) -> Rows:
         """Stored rows by id (without vectors unless asked), in any order; unknown ids left out."""
 
@@ -55,6 +67,9 @@ class VectorCalls(ABC):
     upsert = Remote.of(VectorStore.upsert)
     delete = Remote.of(VectorStore.delete)
     search = Remote.of(VectorStore.search)
+    text_search = Remote.of(VectorStore.text_search)
+    text_kinds = Remote.of(VectorStore.text_kinds)
+    add_text_search = Remote.of(VectorStore.add_text_search)
     get = Remote.of(VectorStore.get)
     flush = Remote.of(VectorStore.flush)
 
@@ -64,9 +79,12 @@ class VectorCalls(ABC):
 
 
 class AwaitedVectorReads(Awaited, ABC):
-    """The reads of a VectorStore (``search``, ``get``), awaited: what a query uses."""
+    """The reads of a VectorStore (``search``, ``text_search``, ``text_kinds``, ``get``),
+    awaited: what a query uses."""
 
     search = Remote.of(VectorStore.search)
+    text_search = Remote.of(VectorStore.text_search)
+    text_kinds = Remote.of(VectorStore.text_kinds)
     get = Remote.of(VectorStore.get)
 
     @abstractmethod

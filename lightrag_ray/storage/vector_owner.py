@@ -63,13 +63,24 @@ class VectorSink:
     prefix: str
     token: str
     db_name: str
+    analyzer: str
     owner: Any = None
+
+    @classmethod
+    def of(cls, settings: Settings, dim: int, owner: Any = None) -> "VectorSink":
+        """The sink of ``settings``' vector store (``owner``: the actor owning its Lite file)."""
+        vec = settings.vectors
+        return cls(settings.milvus_uri(), dim, vec.collection_prefix, vec.token, vec.db_name, vec.text_analyzer, owner)
+
+    def store(self, searchable: bool) -> MilvusStore:
+        """A MilvusStore of this sink's collections in this process."""
+        return MilvusStore(self.uri, self.dim, self.prefix, self.token, self.db_name, searchable, self.analyzer)
 
     def open(self) -> VectorStore:
         """A writer in this process (the owner's stays up when it is closed)."""
         if self.owner is not None:
             return ActorVectorWriter(self.owner, owner=False)
-        return MilvusStore(self.uri, self.dim, self.prefix, self.token, self.db_name, searchable=False)
+        return self.store(searchable=False)
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[VectorStore]:
@@ -96,10 +107,9 @@ def open_vector_sink(settings: Settings, dim: int, searchable: bool = False,
     """The sink of ``settings``' vector store and a writer for this process: a server's client, or a
     new VectorStoreActor owning the Lite file (``searchable``: it also answers searches;
     ``actor_options``: Ray options of that actor, e.g. a name and a detached lifetime)."""
-    vec, uri = settings.vectors, settings.milvus_uri()
-    if is_server_uri(uri):
-        sink = VectorSink(uri, dim, vec.collection_prefix, vec.token, vec.db_name)
+    sink = VectorSink.of(settings, dim)
+    if is_server_uri(sink.uri):
         return sink, sink.open()
     actor = VectorStoreActor.options(num_cpus=LITE_OWNER_CPUS, **(actor_options or {})).remote(  # type: ignore[attr-defined]  # (Ray adds it)
-        uri, dim, vec.collection_prefix, vec.token, vec.db_name, searchable=searchable)
-    return VectorSink(uri, dim, vec.collection_prefix, vec.token, vec.db_name, actor), ActorVectorWriter(actor)
+        sink.uri, dim, sink.prefix, sink.token, sink.db_name, searchable, sink.analyzer)
+    return VectorSink.of(settings, dim, actor), ActorVectorWriter(actor)
