@@ -16,6 +16,8 @@ Every answer, whole (``query``) or streamed (``stream``), is prepared by ``prepa
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -29,6 +31,7 @@ from lightrag_ray.core.keywords import Keywords, keywords_without_llm, parse_key
 from lightrag_ray.core.ranking import graph_chunk_ranking, interleave, rank_local_relations, relevance_ranking
 from lightrag_ray.core.tokenizer import count_tokens
 from lightrag_ray.models.llm import LLMClient
+from lightrag_ray.models.rerank import Reranker, RerankError
 from lightrag_ray.query.params import DEFAULT_MODE, QueryParam
 from lightrag_ray.query.stores import GraphLookup, TextEmbedder, VectorIndex
 from lightrag_ray.query.walk import WalkWeights, walk_ranking
@@ -48,6 +51,7 @@ SIMILARITY_POOL = 100
 CHUNK_FIELDS = ["id", "text", "file_path", "doc_id", "order", "text_tokens"]  # text_tokens: absent in older indexes
 # What each collection's search returns: passages come whole, so the hits need no lookup.
 SEARCH_FIELDS = {"entities": ["id", "key"], "relations": ["id", "source_key", "target_key"], "chunks": CHUNK_FIELDS}
+LOG = logging.getLogger("ray.serve")  # a Serve replica's log (the CLI shows only warnings)
 
 
 @dataclass
@@ -95,13 +99,14 @@ class QueryEngine:
 
     def __init__(
         self, settings: Settings, embedder: TextEmbedder, vectors: VectorIndex, graph: GraphLookup,
-        llm: LLMClient | None = None,
+        llm: LLMClient | None = None, reranker: Reranker | None = None,
     ) -> None:
         self.settings = settings
         self.embedder = embedder
         self.vectors = vectors
         self.graph = graph
         self.llm = llm
+        self.reranker = reranker
         self.walk_weights = WalkWeights()  # the measured defaults; scripts/bench_hotpotqa.py --walk-sweep varies them
 
     # ---- keywords -------------------------------------------------------------------
@@ -207,11 +212,31 @@ class QueryEngine:
                 self._graph_items(param.mode, vectors.low, vectors.high, param.top_k),
                 self._search("chunks", vectors.question, max(param.chunk_top_k, SIMILARITY_POOL), ["id"], version))
             chunks = await self._chunks(self._graph_chunk_ids(param, entities, relations, pool)[: param.chunk_top_k], [])
+        chunks, rerank = await self._reranked(question, chunks, param)
         reserved = self._reserved_tokens(question, param)
         budgets = Budgets(param.max_entity_tokens, param.max_relation_tokens, param.max_total_tokens)
         context = build_context(entities, relations, chunks, budgets, reserved_tokens=reserved,
                                 encoding=self.settings.chunking.encoding)
+        context.retrieval["rerank"] = rerank
         return context, keywords, calls
+
+    async def _reranked(self, question: str, chunks: list[dict[str, Any]],
+                        param: QueryParam) -> tuple[list[dict[str, Any]], str]:
+        """The final passages ordered by the reranker's scores (best first, ties in their order)
+        and what the context's ``retrieval`` says of it (``rerank``). They keep their order with
+        ``enable_rerank`` off, without a reranker, or when it fails (logged: a query still answers)."""
+        if not param.enable_rerank:
+            return chunks, "off"
+        if self.reranker is None:
+            _no_reranker_notice()
+            return chunks, "no reranker configured"
+        try:
+            scores = await self.reranker.scores(question, [chunk["text"] for chunk in chunks])
+        except RerankError as exc:
+            LOG.warning("reranking failed, the passages keep their retrieval order: %s", exc)
+            return chunks, f"failed, retrieval order kept: {exc}"
+        order = sorted(range(len(chunks)), key=lambda i: -scores[i])  # a stable sort: ties keep their order
+        return [chunks[i] for i in order], f"reranked by {self.reranker.model}"
 
     @staticmethod
     def _graph_chunk_ids(param: QueryParam, entities: list, relations: list, pool: list[dict[str, Any]]) -> list[str]:
@@ -298,3 +323,10 @@ class AnswerStream:
 
 async def _no_items() -> tuple[list, list]:
     return [], []
+
+
+@functools.cache
+def _no_reranker_notice() -> None:
+    """Say once per process that queries ask for reranking that no reranker does."""
+    LOG.info("queries ask for reranking (enable_rerank) but no reranker is configured (rerank.backend: none): "
+             "passages keep their retrieval order")
