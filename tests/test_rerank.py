@@ -1,15 +1,18 @@
-"""Rerankers (issue 45): the HTTP reranker against the scripted rerank server over real HTTP, and
-the query engine ordering every mode's final passages by its scores (in-memory stores)."""
+"""Rerankers (issue 45): the HTTP reranker against the scripted rerank server over real HTTP, the
+query engine ordering every mode's final passages by its scores (in-memory stores), and a tiny
+cross-encoder served by the Reranker deployment scoring as the model does in-process."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from lightrag_ray.config import RerankConfig
-from lightrag_ray.models.rerank import HttpReranker, RerankError, make_reranker, result_scores
+from lightrag_ray.models.rerank import CrossEncoderReranker, HttpReranker, RerankError, make_reranker, result_scores
 from lightrag_ray.query.engine import QueryParam
 from lightrag_ray.query.params import RETRIEVAL_MODES
 from tests.scripted_rerank import ScriptedRerank, score
@@ -127,3 +130,48 @@ def test_a_failing_reranker_leaves_the_retrieval_order_and_says_why(reranker):
     texts, note = _retrieve(engine, mode="naive")
     assert texts == kept
     assert note["rerank"].startswith("failed, retrieval order kept: rerank request failed after 1 attempts: HTTP 500")
+
+
+# ---- the cross-encoder and its deployment ------------------------------------------------
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted({w.strip(",.?").lower() for text in
+                                                                [QUESTION, *DOCUMENTS] for w in text.split()})]
+
+
+def tiny_cross_encoder(folder: Path) -> str:
+    """A randomly initialised one-layer BERT cross-encoder (one relevance label) saved to ``folder``."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
+
+    folder.mkdir()
+    (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    torch.manual_seed(45)
+    config = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=37, num_labels=1, max_position_embeddings=64, initializer_range=0.5)
+    BertForSequenceClassification(config).save_pretrained(folder)
+    BertTokenizer(str(folder / "vocab.txt")).save_pretrained(folder)
+    return str(folder)
+
+
+def test_the_reranker_deployment_scores_as_the_cross_encoder_does(ray_cluster, tmp_path):
+    from ray import serve
+    from sentence_transformers import CrossEncoder
+
+    from lightrag_ray.serve.deployments import HandleReranker, ingress_reranker, reranker_deployment
+    from tests.net_helpers import free_port
+
+    config = RerankConfig(backend="cross-encoder", model=tiny_cross_encoder(tmp_path / "model"), num_cpus=0.2)
+    expected = CrossEncoder(config.model, device="cpu").predict([(QUESTION, d) for d in DOCUMENTS])
+    assert np.ptp(expected) > 0.05  # scores that tell the documents apart
+    local = make_reranker(config)
+    assert isinstance(local, CrossEncoderReranker) and np.allclose(_scores(local), expected)
+    serve.start(http_options={"host": "127.0.0.1", "port": free_port()})
+    try:
+        free_cpus = ray_cluster.available_resources()["CPU"]
+        handle = serve.run(reranker_deployment(config), name="reranker_probe", route_prefix=None)
+        assert ray_cluster.available_resources()["CPU"] == pytest.approx(free_cpus - 0.2)  # rerank.num_cpus
+        served = ingress_reranker(config, handle)
+        assert isinstance(served, HandleReranker) and served.model == config.model
+        assert np.allclose(_scores(served), expected)
+    finally:
+        serve.shutdown()
