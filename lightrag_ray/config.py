@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 ENV_PREFIX = "LIGHTRAG_RAY__"
 ITEMS_PER_CHUNK = 32  # entities and relations a chunk adds to a graph (fast mode on English prose: 31.9)
@@ -102,6 +102,31 @@ class EmbeddingConfig(_Section):
         "embedder): a question's few short texts gain little from more, and busy cores stall extra threads.")
 
 
+class RerankConfig(_Section):
+    """The reranker that orders a query's final passages (QueryParam.enable_rerank)."""
+
+    backend: Literal["none", "http", "cross-encoder"] = Field(
+        "none", description="http = a Cohere/Jina-compatible rerank server (vLLM, Jina, Cohere), called "
+        "by the query engine (the Serve ingress, the CLI); cross-encoder = a local sentence-transformers "
+        "CrossEncoder (in Serve, a deployment of its own); none = passages keep their retrieval order.")
+    model: str = Field("", description="Model name sent to the server (http), or the CrossEncoder's local path "
+                       "or HF id (cross-encoder).")
+    base_url: str = Field("http://127.0.0.1:8000/v1", description="Rerank server base URL; the client POSTs "
+                          "to {base_url}/rerank.")
+    api_key: str = Field("EMPTY", description="Bearer token for the rerank server.")
+    timeout_s: float = Field(30.0, gt=0, description="Timeout of one rerank request.")
+    max_retries: int = Field(2, ge=0, description="Retries on 429, 5xx, timeouts and connection errors.")
+    backoff_s: float = Field(0.5, ge=0, description="First retry delay; doubles on each retry.")
+    device: str = Field("cpu", description="torch device of the cross-encoder (cpu, cuda).")
+    num_cpus: float = Field(0.5, gt=0, description="CPUs of the Serve deployment that hosts the cross-encoder.")
+
+    @model_validator(mode="after")
+    def _model_named(self) -> RerankConfig:
+        if self.backend != "none" and not self.model:
+            raise ValueError(f"rerank.model is required with rerank.backend {self.backend}")
+        return self
+
+
 class GraphConfig(_Section):
     """Sharded knowledge graph and LightRAG's merge rules."""
 
@@ -164,6 +189,7 @@ class Settings(_Section):
     llm: LLMConfig = Field(default_factory=LLMConfig)
     extraction: ExtractionConfig = Field(default_factory=ExtractionConfig)
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    rerank: RerankConfig = Field(default_factory=RerankConfig)
     graph: GraphConfig = Field(default_factory=GraphConfig)
     vectors: VectorConfig = Field(default_factory=VectorConfig)
     ray: RayConfig = Field(default_factory=RayConfig)

@@ -1,5 +1,5 @@
-"""Shared fixtures: one local Ray cluster per session, one scripted LLM server, one Milvus
-server (started by the first test that needs it)."""
+"""Shared fixtures: one local Ray cluster per session, one scripted LLM server, one scripted
+rerank server, one Milvus server (started by the first test that needs it)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from tests.milvus_standalone import MilvusStandalone  # noqa: E402
 from tests.net_helpers import free_port  # noqa: E402
 from tests.s3_server import S3Server  # noqa: E402
 from tests.scripted_llm import ScriptedLLM  # noqa: E402
+from tests.scripted_rerank import ScriptedRerank  # noqa: E402
 
 # The tests' S3 server (moto) listens here once a test asks for it (s3_server). Its address and
 # credentials are in the environment before Ray starts, so every Ray worker of the session
@@ -60,6 +61,21 @@ def llm_server():
     """The scripted OpenAI-compatible LLM on 127.0.0.1 (one per session)."""
     with ScriptedLLM() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def rerank_server():
+    """The scripted rerank server on 127.0.0.1 (one per session)."""
+    with ScriptedRerank() as server:
+        yield server
+
+
+@pytest.fixture
+def reranker(rerank_server):
+    """The scripted rerank server, its counts and pending failures reset for this test."""
+    rerank_server.reset()
+    yield rerank_server
+    rerank_server.reset()
 
 
 @pytest.fixture(scope="session")

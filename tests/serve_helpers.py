@@ -23,10 +23,11 @@ DOC_C = "Dora Quinn sails from Lisbon. Dora Quinn studies whales near Lisbon."
 MAX_BODY_MB = 0.05
 
 
-def run_app(workspace: Path, llm_url: str, extraction_mode: str = "fast", shards: int = 2, **args: Any) -> str:
+def run_app(workspace: Path, llm_url: str, extraction_mode: str = "fast", shards: int = 2,
+            settings: dict[str, Any] | None = None, **args: Any) -> str:
     """Start the application with serve.run (API key, small body limit, ``shards`` graph shards,
-    the scripted LLM at ``llm_url``; ``args``: other or more AppArgs); returns its base URL.
-    serve.shutdown() stops it."""
+    the scripted LLM at ``llm_url``; ``settings``: more sections; ``args``: other or more AppArgs);
+    returns its base URL. serve.shutdown() stops it."""
     from ray import serve
 
     from lightrag_ray.serve.app import AppArgs, build_app
@@ -41,6 +42,7 @@ def run_app(workspace: Path, llm_url: str, extraction_mode: str = "fast", shards
             "extraction": {"mode": extraction_mode, "actors": 1, "num_cpus": 0.2},
             "embedding": {"actors": 1},
             "graph": {"num_shards": shards},
+            **(settings or {}),
         },
     )
     serve.run(build_app(app_args), name="lightrag", route_prefix="/")
@@ -81,11 +83,16 @@ def client(app):
         yield c
 
 
-def owner_log_text() -> str:
-    """Every workspace owner's Serve log of this session, joined."""
+def replica_logs(deployment: str) -> list[str]:
+    """The Serve log of each replica of ``deployment`` this session started (any app)."""
     import ray
 
     logs = Path(ray._private.worker._global_node.get_logs_dir_path()) / "serve"
-    owner_logs = list(logs.glob("replica_*WorkspaceDeployment*.log"))
-    assert owner_logs, sorted(p.name for p in logs.iterdir())
-    return "".join(p.read_text(encoding="utf-8", errors="replace") for p in owner_logs)
+    found = sorted(logs.glob(f"replica_*{deployment}*.log"))
+    assert found, sorted(p.name for p in logs.iterdir())
+    return [p.read_text(encoding="utf-8", errors="replace") for p in found]
+
+
+def owner_log_text() -> str:
+    """Every workspace owner's Serve log of this session, joined."""
+    return "".join(replica_logs("WorkspaceDeployment"))

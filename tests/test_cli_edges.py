@@ -25,6 +25,7 @@ from lightrag_ray.cli.demo import SAMPLE
 from lightrag_ray.index.documents import list_input_files
 from lightrag_ray.index.progress import StageProgress
 from tests.net_helpers import free_port
+from tests.scripted_rerank import score
 from tests.test_cli import CLI, ENV, default_sigint, run_cli
 from tests.test_index_pipeline import DOC_A
 
@@ -156,6 +157,29 @@ def test_console_is_short_and_shows_progress_of_each_long_stage(sample_runs):
     assert any(line.startswith("[lightrag-ray] extracting: ") and ", done in " in line for line in stderr)
     graph = [line for line in stderr if "embedding entities and relations:" in line]
     assert "/s, done in " in graph[-1] and all("/s, ETA " in line for line in graph[:-1])
+
+
+# ---- issue 45: `query` reranks with the configured reranker, --no-enable-rerank turns it off --
+
+def test_query_reranks_the_passages_unless_told_not_to(sample_runs, ray_cluster, reranker, monkeypatch, capsys):
+    """In this process (on the session's cluster), to spare two interpreter and model starts."""
+    from lightrag_ray.cli.main import main
+
+    corpus, _, _ = sample_runs
+    for name, value in {"BACKEND": "http", "BASE_URL": reranker.url, "MODEL": "scripted-rerank"}.items():
+        monkeypatch.setenv(f"LIGHTRAG_RAY__RERANK__{name}", value)
+    question = "What does Scrooge see of his own grave?"
+    outputs = []
+    for flags in ((), ("--no-enable-rerank",)):
+        assert main(["query", question, "--workspace", str(corpus / "ws"), "--context-only", "--json", *flags]) == 0
+        outputs.append(json.loads(capsys.readouterr().out))
+    ranked, kept = outputs
+    assert reranker.requests == 1 and reranker.bodies[0]["model"] == "scripted-rerank"
+    retrieved = reranker.bodies[0]["documents"]  # the passages in their retrieval order
+    assert ranked["retrieval"] == {"rerank": "reranked by scripted-rerank"} and kept["retrieval"] == {"rerank": "off"}
+    texts = [chunk["text"] for chunk in ranked["chunks"]]
+    assert texts == sorted(retrieved, key=lambda text: -score(question, text))[: len(texts)] != retrieved[: len(texts)]
+    assert [chunk["text"] for chunk in kept["chunks"]] == retrieved[: len(kept["chunks"])]
 
 
 def test_stage_progress_reports_at_a_bounded_rate():

@@ -59,11 +59,12 @@ class CannedLLM:
         return None
 
 
-def _engine(passages: list[str] = PASSAGES, llm=None, num_shards: int = 2) -> tuple[QueryEngine, MemoryGraph]:
+def _engine(passages: list[str] = PASSAGES, llm=None, num_shards: int = 2,
+            reranker=None) -> tuple[QueryEngine, MemoryGraph]:
     embedder = HashingEmbedder()
     graph, vectors = index_in_memory(*_corpus(passages), embedder, num_shards)
     settings = load_settings(overrides={"workspace": "unused"}, environ={})
-    return QueryEngine(settings, embedder, vectors, graph, llm), graph
+    return QueryEngine(settings, embedder, vectors, graph, llm, reranker), graph
 
 
 def retrieve(engine: QueryEngine, question: str, **param):

@@ -19,7 +19,7 @@ from lightrag_ray.storage.graph.actor import shard_actor_name
 from tests.graph_helpers import shard_ref
 from tests.net_helpers import free_port
 from tests.test_index_pipeline import DOC_A, DOC_B
-from tests.serve_helpers import wait_for
+from tests.serve_helpers import replica_logs, wait_for
 
 API_KEY = "versions-key"
 SHARDS = 2
@@ -172,3 +172,17 @@ def test_readers_see_each_documents_old_or_new_version_while_a_sync_runs(app, ll
         assert "Emberfall" in guild and "Amberlight" not in guild, (mode, guild)
         assert "Sable Fleet" not in fleet and "Thornmoor" not in fleet, (mode, fleet)
     assert not any("Amberlight" in text or "Sable Fleet" in text for text in stored_chunk_texts())
+
+
+# ---- an app without a reranker (issue 45) ---------------------------------------------------
+
+def test_without_a_reranker_passages_keep_their_order_and_the_ingress_says_so_once(app):
+    client, _ = app
+    question = {"query": "Who is Ebenezer Scrooge?", "mode": "local", "ll_keywords": ["Ebenezer Scrooge"],
+                "hl_keywords": []}
+    asked, off = (client.post("/query/data", json={**question, **extra}).json() for extra in ({}, {"enable_rerank": False}))
+    assert asked["metadata"]["retrieval"] == {"rerank": "no reranker configured"}
+    assert off["metadata"]["retrieval"] == {"rerank": "off"}
+    assert len(asked["data"]["chunks"]) > 1 and asked["data"]["chunks"] == off["data"]["chunks"]
+    # every query of this module asked for reranking; each ingress replica said once that none reranks
+    assert max(log.count("no reranker is configured") for log in replica_logs("Ingress")) == 1

@@ -74,9 +74,11 @@ MODES = _choices(QueryParam.model_fields["mode"])  # --mode's choices, the defau
 
 
 def _flag_options(field: FieldInfo) -> dict[str, Any] | None:
-    """argparse options of a QueryParam field's flag (type, choices, list), or None for a field
-    no flag can give (chat history)."""
+    """argparse options of a QueryParam field's flag (type, choices, list, a --no- form for a
+    switch), or None for a field no flag can give (chat history)."""
     annotation = field.annotation
+    if annotation is bool:
+        return {"action": argparse.BooleanOptionalAction}
     if get_origin(annotation) is Literal:
         return {"choices": _choices(field)}
     if annotation in (int, float, str):

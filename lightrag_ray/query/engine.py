@@ -16,6 +16,7 @@ Every answer, whole (``query``) or streamed (``stream``), is prepared by ``prepa
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -31,10 +32,11 @@ from lightrag_ray.core.keywords import Keywords, keywords_without_llm, parse_key
 from lightrag_ray.core.ranking import graph_chunk_ranking, interleave, rank_local_relations, relevance_ranking
 from lightrag_ray.core.tokenizer import count_tokens
 from lightrag_ray.models.llm import LLMClient
+from lightrag_ray.models.rerank import Reranker, RerankError
 from lightrag_ray.query.fusion import fuse, lexical_weight
 from lightrag_ray.query.params import DEFAULT_MODE, QueryParam
 from lightrag_ray.query.stores import GraphLookup, TextEmbedder, VectorIndex
-from lightrag_ray.query.walk import WalkWeights, walk_ranking
+from lightrag_ray.query.walk import WalkWeights, lexical_passages, walk_ranking
 
 __all__ = ["DEFAULT_MODE", "AnswerStream", "Prepared", "QueryEngine", "QueryParam", "QueryResult"]  # params: re-exported
 LOG = logging.getLogger(__name__)
@@ -56,6 +58,7 @@ SIMILARITY_POOL = 100
 CHUNK_FIELDS = ["id", "text", "file_path", "doc_id", "order", "text_tokens"]  # text_tokens: absent in older indexes
 # What each collection's search returns: passages come whole, so the hits need no lookup.
 SEARCH_FIELDS = {"entities": ["id", "key"], "relations": ["id", "source_key", "target_key"], "chunks": CHUNK_FIELDS}
+LOG = logging.getLogger("ray.serve")  # a Serve replica's log (the CLI shows only warnings)
 
 
 @dataclass
@@ -104,13 +107,14 @@ class QueryEngine:
 
     def __init__(
         self, settings: Settings, embedder: TextEmbedder, vectors: VectorIndex, graph: GraphLookup,
-        llm: LLMClient | None = None,
+        llm: LLMClient | None = None, reranker: Reranker | None = None,
     ) -> None:
         self.settings = settings
         self.embedder = embedder
         self.vectors = vectors
         self.graph = graph
         self.llm = llm
+        self.reranker = reranker
         self.walk_weights = WalkWeights()  # the measured defaults; scripts/bench_hotpotqa.py --walk-sweep varies them
         self._lexical_kinds: set[str] | None = None
         self._lexical_read = 0.0
@@ -239,14 +243,15 @@ class QueryEngine:
             (entities, relations), pool, lexical = await asyncio.gather(
                 self._graph_items(param.mode, vectors, param.top_k, weight),
                 self._search("chunks", vectors.question, max(param.chunk_top_k, SIMILARITY_POOL), ["id"], version),
-                self._text_hits(vectors.text, param.chunk_top_k, weight, version) if param.mode == "mix" else _no_hits())
+                lexical_passages(self.vectors, vectors.text, param.chunk_top_k, weight if param.mode == "mix" else 0, version))
             ids = self._graph_chunk_ids(param, entities, relations, pool, fuse(pool[: param.chunk_top_k], lexical, weight))
             chunks = await self._chunks(ids[: param.chunk_top_k], [])
+        chunks, rerank = await self._reranked(question, chunks, param)
         reserved = self._reserved_tokens(question, param)
         budgets = Budgets(param.max_entity_tokens, param.max_relation_tokens, param.max_total_tokens)
         context = build_context(entities, relations, chunks, budgets, reserved_tokens=reserved,
                                 encoding=self.settings.chunking.encoding)
-        context.retrieval["lexical"] = _lexical_note(param, weight)
+        context.retrieval.update(lexical=_lexical_note(param, weight), rerank=rerank)
         return context, keywords, calls
 
     async def _lexical_weight(self, param: QueryParam) -> float:
@@ -260,11 +265,23 @@ class QueryEngine:
             return 0.0
         return weight
 
-    async def _text_hits(self, text: str, top_k: int, weight: float, version: int | None) -> list[dict[str, Any]]:
-        """BM25 passage hits (ids) of ``text``; none at weight 0."""
-        if weight <= 0 or "chunks" not in await self._text_kinds():
-            return []
-        return (await self.vectors.text_search("chunks", [text], top_k, ["id"], version))[0]
+    async def _reranked(self, question: str, chunks: list[dict[str, Any]],
+                        param: QueryParam) -> tuple[list[dict[str, Any]], str]:
+        """The final passages ordered by the reranker's scores (best first, ties in their order)
+        and what the context's ``retrieval`` says of it (``rerank``). They keep their order with
+        ``enable_rerank`` off, without a reranker, or when it fails (logged: a query still answers)."""
+        if not param.enable_rerank:
+            return chunks, "off"
+        if self.reranker is None:
+            _no_reranker_notice()
+            return chunks, "no reranker configured"
+        try:
+            scores = await self.reranker.scores(question, [chunk["text"] for chunk in chunks])
+        except RerankError as exc:
+            LOG.warning("reranking failed, the passages keep their retrieval order: %s", exc)
+            return chunks, f"failed, retrieval order kept: {exc}"
+        order = sorted(range(len(chunks)), key=lambda i: -scores[i])  # a stable sort: ties keep their order
+        return [chunks[i] for i in order], f"reranked by {self.reranker.model}"
 
     @staticmethod
     def _graph_chunk_ids(param: QueryParam, entities: list, relations: list, pool: list[dict[str, Any]],
@@ -354,10 +371,6 @@ async def _no_items() -> tuple[list, list]:
     return [], []
 
 
-async def _no_hits() -> list[dict[str, Any]]:
-    return []
-
-
 def _lexical_note(param: QueryParam, weight: float) -> str:
     """How the passages and seeds were searched, for the response's metadata."""
     if weight > 0:
@@ -365,3 +378,10 @@ def _lexical_note(param: QueryParam, weight: float) -> str:
     if param.mode != "bypass" and lexical_weight(param.mode, param.lexical_weight) > 0:
         return DENSE_ONLY
     return "vectors only"
+
+
+@functools.cache
+def _no_reranker_notice() -> None:
+    """Say once per process that queries ask for reranking that no reranker does."""
+    LOG.info("queries ask for reranking (enable_rerank) but no reranker is configured (rerank.backend: none): "
+             "passages keep their retrieval order")

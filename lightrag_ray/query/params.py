@@ -39,3 +39,6 @@ class QueryParam(BaseModel):
     history: list[dict[str, str]] = Field(default_factory=list, description="Earlier chat turns.")
     response_type: str = Field("", description="Answer style, e.g. 'bullet points'.")
     instructions: str = Field("", description="The caller's own instructions for the answer (OpenAI system messages).")
+    enable_rerank: bool = Field(
+        True, description="Reorder the final passages by the reranker's scores (setting rerank.backend); "
+        "without a reranker configured it does nothing.")

@@ -89,7 +89,6 @@ class QueryRequest(_QueryFields):
     include_references: bool = True
     include_chunk_content: bool = Field(False, description="Give each reference its passage texts as `content`.")
     stream: bool | None = Field(None, description="/query/stream: false sends the whole answer as one line; /query ignores it.")
-    enable_rerank: bool = Field(True, description="Accepted; there is no reranker, passages keep their retrieval order.")
     disable_user_prompt_prefix: bool = Field(False, description="Accepted; there is no server-side prompt prefix.")
     include_progress: bool = Field(False, description="Accepted; /query/stream sends no progress lines.")
 

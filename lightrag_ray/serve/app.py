@@ -34,7 +34,9 @@ from lightrag_ray.serve.deployments import (
     EmbedderDeployment,
     HandleLLM,
     LLMDeployment,
+    ingress_reranker,
     llm_failure,
+    reranker_deployment,
 )
 from lightrag_ray.serve.http_guard import DEFAULT_CORS_ORIGINS, Access, LazyCORS, RequestGuard
 from lightrag_ray.serve.owner import WorkspaceDeployment
@@ -133,7 +135,7 @@ class Ingress:
 
     def __init__(self, settings: dict[str, Any], embedder: Any, llm: Any, owner: Any, access: Access,
                  cors_origins: tuple[str, ...] = DEFAULT_CORS_ORIGINS, webui_dir: str | None = None,
-                 input_dir: str | None = None, many: bool = False, max_open: int = 8) -> None:
+                 input_dir: str | None = None, many: bool = False, max_open: int = 8, reranker: Any = None) -> None:
         _set_guard(access, list(cors_origins))
         self.api_key = access.api_key
         self.webui_dir = webui_dir
@@ -141,7 +143,8 @@ class Ingress:
         self.owner = owner
         self.embedder = embedder
         self.llm = HandleLLM(llm) if self.settings.llm.backend != "none" else None
-        self.spaces = OpenSpaces(owner, embedder, self.llm, input_dir, many, max_open)
+        self.reranker = ingress_reranker(self.settings.rerank, reranker)
+        self.spaces = OpenSpaces(owner, embedder, self.llm, self.reranker, input_dir, many, max_open)
         self.node_id = ray.get_runtime_context().get_node_id()
 
     async def space(self, name: str, create: bool = False) -> Any:
@@ -210,7 +213,8 @@ def app_settings(args: AppArgs) -> Settings:
 
 
 def build_app(args: AppArgs) -> Application:
-    """The whole application: Ingress -> (Embedder, LLM, workspace owner)."""
+    """The whole application: Ingress -> (Embedder, LLM, workspace owner, and the Reranker with
+    ``rerank.backend: cross-encoder``)."""
     settings = app_settings(args)
     dumped = settings.model_dump()
     embedder = EmbedderDeployment.bind(settings.embedding.model_dump(), args.embed_max_batch_size, args.embed_batch_wait_s)  # type: ignore[attr-defined]  # (Ray adds it)
@@ -227,4 +231,4 @@ def build_app(args: AppArgs) -> Application:
         ingress = ingress.options(max_replicas_per_node=args.ingress_max_replicas_per_node)  # type: ignore[attr-defined]  # (Ray adds it)
     input_dir = args.input_dir if not args.input_dir or "://" in args.input_dir else str(Path(args.input_dir).resolve())
     return ingress.bind(dumped, embedder, llm, owner, access, tuple(args.cors_origins), args.webui, input_dir,  # type: ignore[attr-defined]  # (Ray adds it)
-                        root is not None, args.max_open_workspaces)
+                        root is not None, args.max_open_workspaces, reranker_deployment(settings.rerank))

@@ -1,11 +1,13 @@
-"""The back-end Serve deployments: embedder (request batching) and LLM, and the adapters
-through which the ingress's QueryEngine awaits them (the workspace owner: serve.owner).
+"""The back-end Serve deployments: embedder (request batching), LLM and cross-encoder
+reranker, and the adapters through which the ingress's QueryEngine awaits them (the workspace
+owner: serve.owner).
 
 The FastAPI ingress (``serve.app``) runs the QueryEngine. It reads the graph shards (and a
-Milvus server) directly; it reaches the embedder, the LLM and, for a Milvus Lite file
-(one process only), the owner's vector lookups through deployment handles, awaited on its
-event loop. Resources are fractional so the whole app fits on 2 cores; the options here
-are defaults that ``serve_config.yaml`` may override.
+Milvus server) directly; it reaches the embedder, the LLM, a cross-encoder reranker and, for
+a Milvus Lite file (one process only), the owner's vector lookups through deployment handles,
+awaited on its event loop; an HTTP reranker's server it calls itself (``ingress_reranker``).
+Resources are fractional so the whole app fits on 2 cores; the options here are defaults
+that ``serve_config.yaml`` may override.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from typing import Any
 import numpy as np
 from ray import serve
 
-from lightrag_ray.config import EmbeddingConfig, LLMConfig
+from lightrag_ray.config import EmbeddingConfig, LLMConfig, RerankConfig
 from lightrag_ray.models.embedding import make_query_embedder
 from lightrag_ray.models.llm import LLMClient, LLMError, Messages
 from lightrag_ray.models.llm_clients import make_llm_client
+from lightrag_ray.models.rerank import CrossEncoderReranker, Reranker, make_reranker
 from lightrag_ray.ray_runtime import SERVING_NICENESS, niceness_options
 
 # Every replica (and the graph shards the workspace owner starts) runs at niceness 0, an
@@ -130,3 +133,47 @@ class LLMDeployment:
     async def stream(self, messages: Messages, max_tokens: int | None = None) -> AsyncIterator[str]:
         async for piece in self._client().stream(messages, max_tokens=max_tokens):
             yield piece
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 0.5, **SERVING}, max_ongoing_requests=64, **STOPPING)
+class RerankerDeployment:
+    """The cross-encoder of ``rerank.backend: cross-encoder`` (its CPUs: ``rerank.num_cpus``), so that
+    ingress replicas share one copy of the model. An HTTP reranker needs none: it holds no model,
+    and each ingress replica calls its server directly (one hop fewer, no CPUs reserved)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.reranker = CrossEncoderReranker(RerankConfig.model_validate(config))
+
+    async def scores(self, query: str, documents: list[str]) -> list[float]:
+        """One relevance score per document, in their order."""
+        return await self.reranker.scores(query, documents)
+
+
+class HandleReranker:
+    """The Reranker protocol over the Reranker deployment."""
+
+    def __init__(self, handle: Any, model: str) -> None:
+        self.handle = handle
+        self.model = model
+
+    async def scores(self, query: str, documents: list[str]) -> list[float]:
+        return await self.handle.scores.remote(query, list(documents))
+
+    async def aclose(self) -> None:
+        return None
+
+
+def reranker_deployment(config: RerankConfig) -> Any:
+    """The bound Reranker deployment of a cross-encoder configuration, None for the other backends."""
+    if config.backend != "cross-encoder":
+        return None
+    options = {"ray_actor_options": {"num_cpus": config.num_cpus, **SERVING}}
+    return RerankerDeployment.options(**options).bind(config.model_dump())  # type: ignore[attr-defined]  # (Ray adds it)
+
+
+def ingress_reranker(config: RerankConfig, handle: Any) -> Reranker | None:
+    """The reranker of an ingress replica's queries: the Reranker deployment's ``handle``
+    (cross-encoder), an HTTP reranker it calls itself, or None."""
+    if config.backend == "cross-encoder":
+        return HandleReranker(handle, config.model)
+    return make_reranker(config)

@@ -17,6 +17,7 @@ from typing import Any
 
 from lightrag_ray.config import Settings
 from lightrag_ray.models.llm import LLMClient
+from lightrag_ray.models.rerank import Reranker
 from lightrag_ray.query.engine import QueryEngine
 from lightrag_ray.query.stores import ThreadedVectorIndex, VectorIndex
 from lightrag_ray.serve.deployments import HandleEmbedder
@@ -54,7 +55,7 @@ class Space:
                 if self.opened.vectors is not None:  # a Milvus server: searched from here
                     vectors = ThreadedVectorIndex(self.opened.vectors)
                 self.query_engine = QueryEngine(self.opened.settings, source.embedder, vectors, self.opened.graph_reader(),
-                                                source.llm)
+                                                source.llm, source.reranker)
         return self.query_engine
 
     def close(self) -> None:
@@ -68,12 +69,13 @@ class OpenSpaces:
     ``input_dir``: the folder /documents/scan indexes (with ``many``, one subfolder per
     workspace); None: each workspace's ``inputs`` folder."""
 
-    def __init__(self, owner: Any, embedder: Any, llm: LLMClient | None, input_dir: str | None,
-                 many: bool, max_open: int) -> None:
+    def __init__(self, owner: Any, embedder: Any, llm: LLMClient | None, reranker: Reranker | None,
+                 input_dir: str | None, many: bool, max_open: int) -> None:
         self.owner = owner
         self.embedder_handle = embedder  # the Embedder deployment
         self.embedder = HandleEmbedder(embedder)
         self.llm = llm
+        self.reranker = reranker
         self.input_dir = input_dir
         self.many = many
         self.max_open = max_open

@@ -1,4 +1,5 @@
-"""A workspace opened for queries in this process: its shards, Milvus, the embedder, the LLM."""
+"""A workspace opened for queries in this process: its shards, Milvus, the embedder, the LLM,
+the reranker."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from lightrag_ray.config import Settings
 from lightrag_ray.core.context import QueryContext
 from lightrag_ray.models.embedding import make_query_embedder
 from lightrag_ray.models.llm_clients import make_llm_client
+from lightrag_ray.models.rerank import make_reranker
 from lightrag_ray.query.engine import QueryEngine, QueryParam, QueryResult
 from lightrag_ray.query.stores import ThreadedEmbedder, ThreadedVectorIndex
 from lightrag_ray.service.opening import open_workspace
@@ -30,6 +32,7 @@ class LocalSession:
         try:
             self.embedder = make_query_embedder(settings.embedding)
             manifests.check_embedding_dim(self.opened.manifest, self.embedder.dim, settings.embedding.model)
+            self.reranker = make_reranker(settings.rerank)  # a cross-encoder loads here
         except BaseException:
             self.opened.close()
             raise
@@ -38,7 +41,7 @@ class LocalSession:
         self.vectors = self.opened.vector_store()
         self.llm = make_llm_client(settings.llm) if settings.llm.backend != "none" else None
         self.engine = QueryEngine(self.settings, ThreadedEmbedder(self.embedder), ThreadedVectorIndex(self.vectors),
-                                  self.opened.graph_reader(), self.llm)
+                                  self.opened.graph_reader(), self.llm, self.reranker)
         self.runner = asyncio.Runner()
 
     def run(self, work: Coroutine[Any, Any, T]) -> T:
@@ -61,11 +64,12 @@ class LocalSession:
         self.close()
 
     def close(self) -> None:
-        """Close the LLM client and the event loop, stop the shard actors and release the Milvus
-        file."""
+        """Close the LLM and reranker clients and the event loop, stop the shard actors and release
+        the Milvus file."""
         try:
-            if self.llm is not None:
-                self.run(self.llm.aclose())
+            for client in (self.llm, self.reranker):
+                if client is not None:
+                    self.run(client.aclose())
         finally:
             self.runner.close()
             self.opened.close()

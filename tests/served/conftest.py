@@ -13,13 +13,17 @@ from lightrag_ray.service.workspaces import DEFAULT_WORKSPACE
 from tests.serve_helpers import client, index_samples, run_app  # noqa: F401 - client: a fixture
 
 
+RERANK_MODEL = "scripted-rerank"
+
+
 @pytest.fixture(scope="package")
-def served(ray_cluster, llm_server, tmp_path_factory):
-    """(base URL, workspaces root) of the package's app."""
+def served(ray_cluster, llm_server, rerank_server, tmp_path_factory):
+    """(base URL, workspaces root) of the package's app; it reranks with the scripted rerank server."""
     from ray import serve
 
     root = tmp_path_factory.mktemp("served")
-    yield run_app(root / "unused", llm_server.url, workspaces_root=str(root)), root
+    rerank = {"backend": "http", "base_url": rerank_server.url, "model": RERANK_MODEL, "api_key": "rerank-key"}
+    yield run_app(root / "unused", llm_server.url, workspaces_root=str(root), settings={"rerank": rerank}), root
     serve.shutdown()
 
 

@@ -20,6 +20,8 @@ import pytest
 from lightrag_ray.core.ids import doc_id
 from tests.document_helpers import docx_bytes, pdf_bytes
 from tests.scripted_llm import ANSWER_PREFIX
+from tests.scripted_rerank import score
+from tests.served.conftest import RERANK_MODEL
 from tests.serve_helpers import API_KEY, DOC_A, HEADERS, MAX_BODY_MB, wait_for
 from tests.serve_schema import validate_serve_config
 
@@ -190,6 +192,23 @@ def test_insert_is_visible_to_query_data(client, indexed):
     refs = data["data"]["references"]
     assert refs and refs[0]["reference_id"] == "1" and refs[0]["file_path"] == "acme.txt"
     assert DOC_A in {c["content"] for c in data["data"]["chunks"]}
+
+
+def test_query_data_passages_follow_the_rerankers_scores_unless_told_not_to(client, reranker, indexed):
+    """The package's app reranks with the scripted rerank server (conftest.py)."""
+    question = {"query": "Who studies whales near Lisbon, Alice Smith or Bob Jones?", "mode": "naive"}
+
+    def passages(body: dict[str, Any]) -> list[str]:
+        return [chunk["content"] for chunk in body["data"]["chunks"]]
+
+    kept = client.post("/query/data", json={**question, "enable_rerank": False}).json()
+    assert kept["metadata"]["retrieval"] == {"rerank": "off"} and reranker.requests == 0
+    ranked = client.post("/query/data", json=question).json()
+    assert ranked["metadata"]["retrieval"] == {"rerank": f"reranked by {RERANK_MODEL}"}
+    assert passages(ranked) == sorted(passages(kept), key=lambda text: -score(question["query"], text)) != passages(kept)
+    assert reranker.requests == 1 and reranker.authorizations == ["Bearer rerank-key"]
+    assert reranker.bodies[0] == {"model": RERANK_MODEL, "query": question["query"], "documents": passages(kept),
+                                  "top_n": len(passages(kept))}
 
 
 def test_query_answers_with_references(client, llm, indexed):

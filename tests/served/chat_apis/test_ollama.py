@@ -83,6 +83,11 @@ def test_chat_whole_answers_from_the_graph_with_counts(client, llm, indexed):
     assert tokens(sent) > 100  # the prompt holds the retrieved context
 
 
+def test_chat_reranks_its_passages(client, reranker, indexed):
+    chat(client, ask(f"/naive {QUESTION}"))
+    assert reranker.requests == 1 and reranker.bodies[0]["query"] == QUESTION
+
+
 def test_chat_streams_ndjson_by_default(client, llm, indexed):
     *pieces, last = ollama_lines(client, "/api/chat", {"model": MODEL, "messages": ask(QUESTION)})
     assert len(pieces) > 1 and all(p["done"] is False and p["message"]["role"] == "assistant" for p in pieces)

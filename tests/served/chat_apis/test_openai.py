@@ -78,6 +78,11 @@ def test_stream_ends_with_a_usage_chunk_when_asked(openai_client, llm, indexed):
 
 # ---- models -----------------------------------------------------------------------------------
 
+def test_chat_answers_rerank_their_passages(openai_client, reranker, indexed):
+    openai_client.chat.completions.create(model="lightrag-naive", messages=QUESTION)
+    assert reranker.requests == 1 and reranker.bodies[0]["query"] == QUESTION[0]["content"]
+
+
 def test_models_list_and_retrieve(openai_client):
     ids = [m.id for m in openai_client.models.list()]
     assert ids == ["lightrag-mix", "lightrag-local", "lightrag-global", "lightrag-hybrid", "lightrag-naive",
