@@ -27,7 +27,7 @@ from bench_kit import command_line, offline, start_ray, write_json  # noqa: E402
 
 offline()
 
-from lightrag_ray.config import load_settings  # noqa: E402
+from lightrag_ray.config import RerankConfig, load_settings  # noqa: E402
 from lightrag_ray.query.params import RETRIEVAL_MODES  # noqa: E402
 from lightrag_ray.core.tokenizer import count_tokens  # noqa: E402
 from lightrag_ray.service.indexing import index_paths  # noqa: E402
@@ -36,6 +36,7 @@ from lightrag_ray.query.walk import WalkWeights  # noqa: E402
 from lightrag_ray.service.session import LocalSession  # noqa: E402
 
 from tests.scripted_llm import ScriptedLLM  # noqa: E402
+from tests.scripted_rerank import ScriptedRerank  # noqa: E402
 
 SHARED = Path("/work/shared/data")
 MODES = ("naive", "local", "global", "hybrid", "mix", "walk")  # RETRIEVAL_MODES, in the order of the tables
@@ -159,6 +160,9 @@ def main(argv: list[str] | None = None) -> None:
                              "(e.g. relation_seeds=5,relation_weight=0.5 dense_pool=100,dense_weight=0.02)")
     parser.add_argument("--lexical-weight", type=float, default=None,
                         help="BM25 weight in every mode's fusion (0: vectors only; default: each mode's own)")
+    parser.add_argument("--rerank", choices=("none", "scripted"), default="none",
+                        help="scripted: every mode's final passages reranked by tests/scripted_rerank.py (query words "
+                        "a passage holds: a stand-in, not a model)")
     parser.add_argument("--json-out", default=None)
     args = parser.parse_args(argv)
     sweep = [walk_weights(spec, parser) for spec in args.walk_sweep]
@@ -189,6 +193,10 @@ def main(argv: list[str] | None = None) -> None:
     if sim:
         sim.stop()
     settings = settings.model_copy(update={"llm": settings.llm.model_copy(update={"backend": "none"})})  # context only
+    reranker = ScriptedRerank().start() if args.rerank == "scripted" else None
+    if reranker:
+        settings = settings.model_copy(update={"rerank": RerankConfig(backend="http", base_url=reranker.url,
+                                                                      model="scripted-rerank")})
     print(f"indexed {len(passages)} passages in {index_s:.1f} s: {report.docs_new} new, {report.docs_skipped} "
           f"reused, {report.entities} entities, {report.relations} relations; {long} passages over one chunk",
           file=sys.stderr)
@@ -225,14 +233,18 @@ def main(argv: list[str] | None = None) -> None:
                 scores.append(score(found, gold, top))
             rows.append(row(mode, scores, ms))
         query_s = time.perf_counter() - started
+    if reranker:
+        reranker.stop()
 
     command = command_line("bench_hotpotqa.py", argv)
     print("\n".join(table(rows, dataset.columns, top)))
-    print(f"\n{len(questions)} questions, {len(passages)} passages, {args.extraction} extraction; index {index_s:.1f} s, "
+    print(f"\n{len(questions)} questions, {len(passages)} passages, {args.extraction} extraction, reranker {args.rerank}; "
+          f"index {index_s:.1f} s, "
           f"queries {query_s:.1f} s\ncommand: {command}")
     write_json(args.json_out, {
         "command": command, "dataset": args.dataset, "questions": len(questions), "passages": len(passages),
-        "top": top, "extraction": args.extraction,
+        "top": top, "extraction": args.extraction, "rerank": args.rerank,
+        "rerank_requests": reranker.requests if reranker else 0,
         "index_seconds": round(index_s, 1), "query_seconds": round(query_s, 1), "rows": rows})
 
 

@@ -79,6 +79,7 @@ ADD_TARGET_S, QUERY_TARGET_MS, QUERY_P95_TARGET_MS = 5.0, 100.0, 250.0  # issues
 COLD_ADD_TARGET_S = 15.0  # issue 12: the CLI adds a document in < 15 s
 COLD, WARM = "cold (CLI)", "warm (Serve app)"  # how an add row's run found its shards, embedder and vector writer
 log = logger("bench_scale")
+LEXICAL_WEIGHTS = (0.0, 1.0)  # vectors only, BM25 fused (--lexical-repeats)
 
 
 # ---- synthetic records -------------------------------------------------------------------
@@ -649,7 +650,8 @@ def clock_engine(engine: Any) -> StageClock:
     """A StageClock on ``engine``'s embedder, vector index and graph lookup."""
     clock = StageClock()
     clock.wrap(engine.embedder, {"embed": lambda args: "embed"})
-    clock.wrap(engine.vectors, {"search": lambda args: f"search {args[0]}", "get": lambda args: f"get {args[0]}"})
+    clock.wrap(engine.vectors, {"search": lambda args: f"search {args[0]}", "get": lambda args: f"get {args[0]}",
+                                "text_search": lambda args: f"bm25 {args[0]}"})
     clock.wrap(engine.graph, {"neighborhood": lambda args: "graph neighborhood", "fetch": lambda args: "graph fetch",
                               "passage_entities": lambda args: "graph passage entities"})
     return clock
@@ -690,6 +692,42 @@ def query_latency(settings: Settings, names: list[str], exact: ExactIndex | None
         recall = loop.run_until_complete(search_recall(session.engine, questions, exact)) if exact else []
     loop.close()
     return rows, open_s, retrieved, recall
+
+
+def lexical_latency(settings: Settings, names: list[str], repeats: int) -> list[dict[str, Any]]:
+    """Context-only retrieve() p50 per mode with vectors only (lexical_weight 0) and with BM25
+    fused (weight 1), interleaved: each repeat runs every mode at both weights over the same
+    questions; per mode and weight, the median of the repeats' p50s."""
+    questions = [f"What is known about {name}?" for name in names]
+    loop = asyncio.new_event_loop()
+    p50s: dict[tuple[str, float], list[float]] = {}
+    with LocalSession(settings) as session:
+        for mode in MODES:  # warm-up: both search paths of every mode
+            for weight in LEXICAL_WEIGHTS:
+                loop.run_until_complete(session.engine.retrieve(questions[0], QueryParam(mode=mode, lexical_weight=weight)))
+        for repeat in range(repeats):
+            for mode in MODES:
+                for weight in LEXICAL_WEIGHTS:
+                    ms = []
+                    for question in questions:
+                        start = time.perf_counter()
+                        loop.run_until_complete(session.engine.retrieve(question, QueryParam(mode=mode, lexical_weight=weight)))
+                        ms.append((time.perf_counter() - start) * 1000)
+                    p50s.setdefault((mode, weight), []).append(float(np.percentile(ms, 50)))
+            log(f"BM25 latency repeat {repeat + 1}/{repeats} done")
+    loop.close()
+    rows = []
+    for mode in MODES:
+        dense, fused = (float(np.median(p50s[(mode, w)])) for w in LEXICAL_WEIGHTS)
+        rows.append({"mode": mode, "repeats": repeats, "dense_p50_ms": round(dense, 1), "bm25_p50_ms": round(fused, 1),
+                     "ratio": round(fused / dense, 2), "dense_repeat_p50s": [round(v, 1) for v in p50s[(mode, 0.0)]],
+                     "bm25_repeat_p50s": [round(v, 1) for v in p50s[(mode, 1.0)]]})
+    return rows
+
+
+def lexical_table(rows: list[dict[str, Any]]) -> str:
+    return markdown(["mode", "vectors only p50 ms", "with BM25 p50 ms", "ratio"],
+                    [[r["mode"], r["dense_p50_ms"], r["bm25_p50_ms"], f"{r['ratio']:.2f}x"] for r in rows])
 
 
 async def search_recall(engine: Any, questions: list[str], exact: ExactIndex) -> list[dict[str, Any]]:
@@ -901,6 +939,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-baseline", action="store_true", help="skip adding the documents to an empty workspace")
     parser.add_argument("--skip-add", action="store_true", help="skip the add-document step")
     parser.add_argument("--skip-query", action="store_true", help="skip the query step")
+    parser.add_argument("--lexical-repeats", type=int, default=0, metavar="N",
+                        help="after the query step, N interleaved repeats of every mode with BM25 fused and without "
+                        "(lexical_weight 1 and 0), medians of their p50s (default 0: not measured)")
     parser.add_argument("--reshard", type=int, default=None, metavar="N",
                         help="after the query step: `lightrag-ray reshard` the graph to N shards, then retrieve again "
                         "on the first store and compare the retrieved ids with those before")
@@ -994,7 +1035,9 @@ def main(argv: list[str] | None = None) -> None:
                 on_store = store_settings(store)
                 no_llm = on_store.model_copy(update={"llm": on_store.llm.model_copy(update={"backend": "none"})})
                 rows, open_s, retrieved, recall = query_latency(no_llm, question_names, exact[0] if exact else None)
-                by_store[store] = {"rows": rows, "retrieved": retrieved, "recall": recall}
+                by_store[store] = {"rows": rows, "retrieved": retrieved, "recall": recall,
+                                   "lexical": lexical_latency(no_llm, question_names, args.lexical_repeats)
+                                   if args.lexical_repeats else []}
                 graph_info["milvus"][store]["session_open_s"] = round(open_s, 2)
             queries = by_store[stores[0]]["rows"]
             graph_info["session_open_s"] = graph_info["milvus"][stores[0]]["session_open_s"]
@@ -1025,6 +1068,10 @@ def main(argv: list[str] | None = None) -> None:
         print("\nWhere the time goes: p50 ms of each awaited store call per query (levels that run side by side "
               "in hybrid and mix are summed, so stages can add up to more than the total)\n")
         print(stage_table(value["rows"]))
+        if value["lexical"]:
+            print(f"\nBM25 fused (lexical_weight 1) against vectors only (0), {args.lexical_repeats} interleaved "
+                  "repeats, median of their p50s\n")
+            print(lexical_table(value["lexical"]))
     if overlaps:
         print(f"\n## Retrieved ids compared with {STORES[stores[0]]} (same graph, same questions)\n")
         print(overlap_table(overlaps))
@@ -1053,6 +1100,7 @@ def main(argv: list[str] | None = None) -> None:
         "command": command, "machine": machine(), "settings": vars(args), "graph": graph_info,
         "merge": merges, "add": adds, "query": queries,
         "query_by_store": {store: value["rows"] for store, value in by_store.items()}, "overlap": overlaps,
+        "bm25_latency_by_store": {store: value["lexical"] for store, value in by_store.items()},
         "search_recall": recall_rows, "reshard": resharded})
 
 

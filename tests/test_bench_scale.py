@@ -74,12 +74,17 @@ def test_bench_scale_prints_tables_with_consistent_counts(tmp_path):
     command = [sys.executable, str(ROOT / "scripts" / "bench_scale.py"), "--mentions", "1000", "2000",
                "--entities", "500", "--shards", "1", "2", "--doc-chunks", "2", "--questions", "4", "--no-baseline",
                "--reshard", "3",  # both stores side by side: the 100k test below
+               "--lexical-repeats", "1",
                "--workdir", str(tmp_path / "work"), "--json-out", str(out), "--plot", str(png)]
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=470)
     assert done.returncode == 0, done.stderr[-3000:]
     for header in ("| mentions | shards |", "| graph | document |", "| mode | questions | p50 ms |", "graph, Milvus Lite\n"):
         assert header in done.stdout, done.stdout
     result = json.loads(out.read_text(encoding="utf-8"))
+    assert "| mode | vectors only p50 ms | with BM25 p50 ms | ratio |" in done.stdout
+    lexical = result["bm25_latency_by_store"]["lite"]
+    assert [r["mode"] for r in lexical] == ["naive", "local", "global", "hybrid", "mix", "walk"]
+    assert all(r["repeats"] == 1 and r["dense_p50_ms"] > 0 and r["bm25_p50_ms"] > 0 for r in lexical)
 
     merges = result["merge"]
     assert [(r["mentions"], r["shards"]) for r in merges] == [(1000, 1), (1000, 2), (2000, 1), (2000, 2)]

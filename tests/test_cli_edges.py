@@ -176,7 +176,7 @@ def test_query_reranks_the_passages_unless_told_not_to(sample_runs, ray_cluster,
     ranked, kept = outputs
     assert reranker.requests == 1 and reranker.bodies[0]["model"] == "scripted-rerank"
     retrieved = reranker.bodies[0]["documents"]  # the passages in their retrieval order
-    assert ranked["retrieval"] == {"rerank": "reranked by scripted-rerank"} and kept["retrieval"] == {"rerank": "off"}
+    assert ranked["retrieval"]["rerank"] == "reranked by scripted-rerank" and kept["retrieval"]["rerank"] == "off"
     texts = [chunk["text"] for chunk in ranked["chunks"]]
     assert texts == sorted(retrieved, key=lambda text: -score(question, text))[: len(texts)] != retrieved[: len(texts)]
     assert [chunk["text"] for chunk in kept["chunks"]] == retrieved[: len(kept["chunks"])]

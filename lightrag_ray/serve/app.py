@@ -12,7 +12,6 @@ owner (writes; vector lookups of a Milvus Lite file) through awaited deployment 
 # No `from __future__ import annotations`: Serve reads build_app's annotation (AppArgs) as a
 # class to validate serve_config.yaml's args; a string annotation makes it pass a plain dict.
 
-import asyncio
 import os
 from pathlib import Path
 from typing import Any
