@@ -257,9 +257,11 @@ class BackgroundServer:
         self.stop()
 
 
-class _Handler(BaseHTTPRequestHandler):
+class JSONHandler(BaseHTTPRequestHandler):
+    """What the scripted servers' handlers share: HTTP/1.1, no access log, JSON in and out."""
+
     protocol_version = "HTTP/1.1"
-    server: _Server
+    server: Any
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence access logs
         pass
@@ -277,6 +279,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _body(self) -> Any:
         length = int(self.headers.get("Content-Length") or 0)
         return json.loads(self.rfile.read(length) or b"null")
+
+
+class _Handler(JSONHandler):
+    server: _Server
 
     def do_GET(self) -> None:  # noqa: N802
         llm = self.server.owner

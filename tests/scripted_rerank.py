@@ -15,14 +15,12 @@ requests answer 429, 500, a malformed body or a late one.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.scripted_llm import BackgroundServer
+from tests.scripted_llm import BackgroundServer, JSONHandler
 
 FAILURES = ("429", "500", "malformed", "late")
 
@@ -38,29 +36,13 @@ def score(query: str, document: str) -> float:
     return len(words(query) & words(document)) + tie
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: Any
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - no access log
-        pass
-
-    def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(data)
-
+class _Handler(JSONHandler):
     def do_POST(self) -> None:  # noqa: N802
         owner: ScriptedRerank = self.server.owner
         if self.path.rstrip("/") != "/v1/rerank":
             self._json(404, {"error": {"message": f"no route POST {self.path}"}})
             return
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"null")
+        body = self._body()
         failure = owner._record(body, self.headers.get("Authorization", ""))
         query, documents = body.get("query"), body.get("documents")
         if not isinstance(query, str) or not isinstance(documents, list) or not documents:

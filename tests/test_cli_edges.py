@@ -159,9 +159,9 @@ def test_console_is_short_and_shows_progress_of_each_long_stage(sample_runs):
     assert "/s, done in " in graph[-1] and all("/s, ETA " in line for line in graph[:-1])
 
 
-# ---- issue 45: `query` reranks with the configured reranker, --no-enable-rerank turns it off --
+# ---- issue 45: `query` reranks with the configured reranker, --no-enable-rerank turns it off; --lexical-weight --
 
-def test_query_reranks_the_passages_unless_told_not_to(sample_runs, ray_cluster, reranker, monkeypatch, capsys):
+def test_query_reranks_the_passages_unless_told_not_to_and_weighs_bm25_as_asked(sample_runs, ray_cluster, reranker, monkeypatch, capsys):
     """In this process (on the session's cluster), to spare two interpreter and model starts."""
     from lightrag_ray.cli.main import main
 
@@ -170,10 +170,13 @@ def test_query_reranks_the_passages_unless_told_not_to(sample_runs, ray_cluster,
         monkeypatch.setenv(f"LIGHTRAG_RAY__RERANK__{name}", value)
     question = "What does Scrooge see of his own grave?"
     outputs = []
-    for flags in ((), ("--no-enable-rerank",)):
+    for flags in ((), ("--no-enable-rerank",), ("--no-enable-rerank", "--mode", "naive"),
+                  ("--no-enable-rerank", "--mode", "naive", "--lexical-weight", "0")):
         assert main(["query", question, "--workspace", str(corpus / "ws"), "--context-only", "--json", *flags]) == 0
         outputs.append(json.loads(capsys.readouterr().out))
-    ranked, kept = outputs
+    ranked, kept, fused, dense = outputs
+    assert fused["retrieval"]["lexical"] == "vectors and BM25 fused (weight 1)"
+    assert dense["retrieval"]["lexical"] == "vectors only" and kept["retrieval"]["lexical"] == "vectors only"  # walk
     assert reranker.requests == 1 and reranker.bodies[0]["model"] == "scripted-rerank"
     retrieved = reranker.bodies[0]["documents"]  # the passages in their retrieval order
     assert ranked["retrieval"]["rerank"] == "reranked by scripted-rerank" and kept["retrieval"]["rerank"] == "off"
