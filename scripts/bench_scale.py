@@ -659,8 +659,9 @@ def clock_engine(engine: Any) -> StageClock:
 
 def query_latency(settings: Settings, names: list[str], exact: ExactIndex | None = None
                   ) -> tuple[list[dict[str, Any]], float, dict[str, list[Any]], list[dict[str, Any]]]:
-    """Context-only retrieve() per mode for one question per name; (rows, session open s, the
-    context ids of each question per mode, the store's recall against ``exact`` per kind)."""
+    """Context-only retrieve() per mode for one question per name, with vectors only (the stores
+    compared alike: a 2.3 server has no BM25; ``lexical_latency`` measures BM25); (rows, session
+    open s, the context ids of each question per mode, the store's recall against ``exact`` per kind)."""
     questions = [f"What is known about {name}?" for name in names]
     started = time.perf_counter()
     loop = asyncio.new_event_loop()
@@ -669,14 +670,14 @@ def query_latency(settings: Settings, names: list[str], exact: ExactIndex | None
     with LocalSession(settings) as session:
         open_s = time.perf_counter() - started
         for mode in MODES:  # warm-up: first calls load the collections and open connections
-            loop.run_until_complete(session.engine.retrieve(questions[0], QueryParam(mode=mode)))
+            loop.run_until_complete(session.engine.retrieve(questions[0], QueryParam(mode=mode, lexical_weight=0)))
         clock = clock_engine(session.engine)
         for mode in MODES:
             ms, found, sizes, stages = [], 0, [], []
             for name, question in zip(names, questions):
                 clock.take()
                 start = time.perf_counter()
-                context, _, _ = loop.run_until_complete(session.engine.retrieve(question, QueryParam(mode=mode)))
+                context, _, _ = loop.run_until_complete(session.engine.retrieve(question, QueryParam(mode=mode, lexical_weight=0)))
                 ms.append((time.perf_counter() - start) * 1000)
                 stages.append(clock.take())
                 found += entity_key(name) in {e["key"] for e in context.entities}

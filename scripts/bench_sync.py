@@ -31,6 +31,7 @@ from bench_corpus import (ROOT, HashEmbeddings, MilvusStandalone, RayCluster, Sc
 from bench_kit import command_line, write_json
 
 from lightrag_ray.config import ChunkingConfig
+from lightrag_ray.storage.vectors import KINDS, TEXT_SUFFIX
 from tests.s3_server import S3Server
 
 
@@ -61,7 +62,9 @@ def vector_ids(uri: str, prefix: str) -> dict[str, set[str]]:
 
     client = MilvusClient(uri=uri)
     try:
-        return {kind: _all_ids(client, f"{prefix}_{kind}") for kind in ("entities", "relations", "chunks")}
+        names = set(client.list_collections())  # a kind's collection: with BM25 text, or dense only
+        return {kind: _all_ids(client, next(name for name in (f"{prefix}_{kind}{TEXT_SUFFIX}", f"{prefix}_{kind}")
+                                            if name in names)) for kind in KINDS}
     finally:
         client.close()
 

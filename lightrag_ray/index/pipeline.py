@@ -166,8 +166,6 @@ class IndexRun:
             Stage("plan sync", self._plan, when=self._has_work, reads=("sync", "run chunks", "chunks"),
                   writes=("run chunks", "run documents")),
             Stage("nothing new", self._nothing_new, when=lambda: not self._builds_graph()),
-            Stage("add BM25 text", self._add_text_search, ("embedding", "graph", "vectors"), when=building,
-                  reads=("graph",), writes=("chunk vectors", "graph vectors")),
             Stage("remove old versions", self._remove_old, writer, when=lambda: self._builds_graph() and self._synced.removes,
                   reads=("sync",), writes=("graph", "chunk vectors")),
             Stage("embed chunks, extract and merge", self._extract, writer, when=building, stoppable=True,
@@ -264,6 +262,7 @@ class IndexRun:
             assert self.pool is not None  # opened before: the sink needs the model's dimension
             self._parts.sink, self._own_vectors = self._vector_sink(self.pool)
             stack.callback(self._close_own_vectors)
+            self._add_text_search()
             version = self.manifest.graph_version + 1  # what this run commits
             self._parts.stamp = ChunkStamp(version, frozenset(self._synced.moved_docs))
         elif resource == "job" and self._job_scope is None:
@@ -445,7 +444,8 @@ class IndexRun:
 
     def _add_text_search(self) -> None:
         """A workspace indexed before BM25: its vectors copied into collections that also search
-        their texts (storage.vectors.add_text_search), before this run writes any."""
+        their texts (storage.vectors.add_text_search), as the vector sink opens, before this run
+        writes any (the stages that write vectors also hold the graph, whose texts it reads)."""
         with self._parts.vector_sink.writing() as writer:
             copied = add_text_search(writer, self._router.export)
         if copied:
