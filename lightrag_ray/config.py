@@ -181,6 +181,15 @@ class RayConfig(_Section):
     verbose: bool = Field(False, description="Show Ray's own logs and progress bars (worker output, Ray Data INFO lines).")
 
 
+class MetricsConfig(_Section):
+    """What lightrag-ray exports to Prometheus through Ray's metrics (docs/deployment.md)."""
+
+    enabled: bool = Field(True, description="Record lightrag_* metrics (sent to one recorder actor per cluster).")
+    workspace_labels: int = Field(
+        10, ge=0, description="Workspaces that get a label of their own (the first to report); later ones are "
+        "labelled 'other'; 0 labels every series 'all'.")
+
+
 class Settings(_Section):
     """All settings of lightrag-ray."""
 
@@ -193,6 +202,7 @@ class Settings(_Section):
     graph: GraphConfig = Field(default_factory=GraphConfig)
     vectors: VectorConfig = Field(default_factory=VectorConfig)
     ray: RayConfig = Field(default_factory=RayConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
 
     def milvus_uri(self) -> str:
         """The Milvus URI, defaulting to a Milvus Lite file inside a local workspace."""

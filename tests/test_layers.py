@@ -12,6 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lightrag_ray"
 LAYERS = {
     "config": 0,
     "core": 1,
+    "metrics": 1.5,  # below models: every layer above it records figures
     "models": 2,
     "ray_runtime": 2,
     "storage": 3,
