@@ -31,11 +31,13 @@ from lightrag_ray.index import executors
 from lightrag_ray.index.documents import list_input_files
 from lightrag_ray.index.embedding_pool import EmbeddingPool
 from lightrag_ray.index.progress import Progress, StageProgress, print_progress
+from lightrag_ray.index.run_metrics import RunMetrics
 from lightrag_ray.index.run_stage import Resource, Stage
 from lightrag_ray.index.stages.commit import commit_graph
 from lightrag_ray.index.stages.embed import ChunkStamp, embed_graph_changes
 from lightrag_ray.index.stages.read import ReadFiles
 from lightrag_ray.index.sync import SourceSync
+from lightrag_ray.metrics.client import metrics
 from lightrag_ray.models.llm_processor import require_vllm
 from lightrag_ray.ray_runtime import ensure_ray, niceness_options
 from lightrag_ray.storage import extraction_cache, sources
@@ -140,6 +142,8 @@ class IndexRun:
         self.relative_to = relative_to
         self.say = progress or (lambda _message: None)
         self.report = IndexReport()
+        metrics().configure(settings.metrics)
+        self.metrics = RunMetrics(settings.workspace)
         self.workspace = workspace or Workspace(settings.workspace)
         self.manifest = manifests.open_for(self.workspace, manifests.settings_manifest(settings))
         self.task_args = {"num_cpus": settings.ray.task_cpus, **niceness_options(niceness)}
@@ -188,17 +192,22 @@ class IndexRun:
         each timed, their resources opened when first needed and closed when the run ends."""
         started = time.monotonic()
         self.paths = paths
+        outcome = "failed"
+        self.metrics.begin()
         try:
             with contextlib.ExitStack() as self._resources:
                 try:
                     for stage in self.stages():
                         self._run_stage(stage)
                 except IndexCancelled:  # its documents are marked failed: run again to finish, or delete them
+                    outcome = "cancelled"
                     self._record_documents(cancelled=CANCELLED)
                     raise
+            outcome = "ok"
         finally:
             self._resources = self._job_scope = None
             self.report.seconds = round(time.monotonic() - started, 2)
+            self.metrics.ended(outcome, self.report)
         return self.report
 
     def _run_stage(self, stage: Stage) -> None:
@@ -207,9 +216,11 @@ class IndexRun:
         if not stage.when():
             return
         began = time.monotonic()
+        self.metrics.enter(stage.name)
         for resource in stage.opening_order():
             self._open(resource)
         stage.run()
+        self.metrics.counts(self.report)
         for resource in stage.releases:
             self._release(resource)
         self.report.stage_seconds[stage.name] = round(time.monotonic() - began, 2)
@@ -337,7 +348,7 @@ class IndexRun:
             relative_to=self.relative_to)
         self.executor = executors.choose_executor(self.parts, executors.runs_locally(self.settings, files))
         self.report.stages = self.executor.name
-        progress = StageProgress(self.say, "chunking", None, "documents")
+        progress = StageProgress(self.say, "chunking", None, "documents", on_advance=self.metrics.progress)
         for counts in self.executor.chunk(files):
             self.report.add({k: v for k, v in counts.items() if k != "errors"})
             self.report.errors.extend(json.loads(counts["errors"]))
@@ -402,7 +413,7 @@ class IndexRun:
         """Pass 2: the run's chunks embedded, extracted and merged into the shards."""
         total = self.report.chunks
         self.say(f"extracting {total} chunks")
-        extracting = StageProgress(self.say, "extracting", total, "chunks")
+        extracting = StageProgress(self.say, "extracting", total, "chunks", on_advance=self.metrics.progress)
         embedding = StageProgress(self.say, "embedding chunks", total, "chunks")
 
         def embedded(count: int) -> None:
@@ -412,6 +423,7 @@ class IndexRun:
         with contextlib.closing(self._executor.extract(total, embedded)) as extraction:  # a stop waits for the vectors in flight
             for counts in extraction:
                 self.report.add(counts)
+                self.metrics.counts(self.report)
                 extracting.advance(int(counts["chunks_merged"]))
                 self._check_stop()
         self.report.llm_tokens = self._executor.tokens
@@ -429,7 +441,8 @@ class IndexRun:
         the write job is published: its readers may still find them until then)."""
         parts, job = self._parts, self.job
         total = parts.graph.change_count()
-        progress = StageProgress(self.say, "embedding entities and relations", total, "texts")
+        progress = StageProgress(self.say, "embedding entities and relations", total, "texts",
+                                 on_advance=self.metrics.progress)
         counts = embed_graph_changes(parts.graph, parts.embed_workers, parts.vector_sink, parts.embed_batch,
                                      self.task_args, progress.advance, delete=job is None)
         self.report.vectors_upserted += counts.vectors

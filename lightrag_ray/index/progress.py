@@ -19,9 +19,12 @@ class StageProgress:
     """Counts the work of one stage and reports it through ``say`` at most once every
     ``interval_s`` seconds, plus once when the stage is done."""
 
-    def __init__(self, say: Progress, label: str, total: int | None, unit: str, interval_s: float = 10.0) -> None:
+    def __init__(self, say: Progress, label: str, total: int | None, unit: str, interval_s: float = 10.0,
+                 on_advance: Callable[[int, int | None], None] | None = None) -> None:
+        """``on_advance(done, total)``: told of every advance (the run's metrics)."""
         self.say, self.label, self.total, self.unit = say, label, total, unit
         self.interval_s = interval_s
+        self.on_advance = on_advance
         self.done = 0
         self.started = self.last = time.monotonic()
         self.lock = threading.Lock()
@@ -30,6 +33,8 @@ class StageProgress:
         """Record ``count`` more items done; report if due."""
         with self.lock:
             self.done += count
+            if self.on_advance is not None:
+                self.on_advance(self.done, self.total)
             now = time.monotonic()
             finished = self.total is not None and self.done >= self.total
             if not finished and now - self.last < self.interval_s:

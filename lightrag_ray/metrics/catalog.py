@@ -8,9 +8,13 @@ read these names; ``prometheus_name`` gives the exported one."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Kind = Literal["counter", "gauge", "histogram"]
+Tags = tuple[tuple[str, str], ...]
+# A process's figures on their way to the recorder: metric name -> label pairs -> a counter's
+# increment, a gauge's value, or a histogram's observations.
+Batch = dict[str, dict[Tags, Any]]
 
 PREFIX = "lightrag_"
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -63,8 +67,8 @@ METRICS: tuple[MetricSpec, ...] = (
     _gauge("index_stage_progress", "Fraction of the current stage's work done (0-1).", "workspace", "stage"),
     _gauge("index_last_progress_timestamp_seconds", "Unix time of the running indexing run's last progress.",
            "workspace"),
-    _counter("embedding_texts", "Texts embedded (chunks and graph items).", "workspace"),
-    _counter("vectors_written", "Vectors upserted into Milvus.", "workspace"),
+    _counter("vectors_written", "Vectors embedded and upserted into Milvus (chunks, entities, relations).",
+             "workspace"),
     # LLM calls (indexing and queries)
     _counter("llm_requests", "LLM calls by kind (extract, glean, summary, keywords, answer) and outcome "
              "(ok, retried, 429, timeout, error).", "workspace", "kind", "outcome"),
@@ -77,7 +81,8 @@ METRICS: tuple[MetricSpec, ...] = (
     _counter("query_requests", "Query requests by route, mode and HTTP status.", "workspace", "route", "mode",
              "status"),
     _histogram("query_latency_seconds", "Wall time of a query, by mode.", LATENCY_BUCKETS, "mode"),
-    _histogram("query_step_seconds", "Wall time of one step of a query (keywords, vector_search, graph, llm).",
+    _histogram("query_step_seconds", "Wall time of one call of a query step (keywords, vector_search, "
+               "text_search, graph, rerank, llm); a query's calls of one step may overlap.",
                LATENCY_BUCKETS, "mode", "step"),
     _counter("query_passages", "Passages (chunks) put into query contexts.", "mode"),
     _counter("query_graph_items", "Entities and relations put into query contexts.", "mode"),
@@ -85,8 +90,8 @@ METRICS: tuple[MetricSpec, ...] = (
     _gauge("workspaces_open", "Workspaces the Serve app holds open."),
     _gauge("insert_jobs", "Insert jobs of a served workspace by state (queued, running).", "workspace", "state"),
     _gauge("graph_items", "Items of a served workspace's graph by kind (entities, relations).", "workspace", "kind"),
-    _gauge("graph_shard_memory_bytes", "Resident memory of a served workspace's graph shard actors.",
-           "workspace", "shard"),
+    _gauge("workspace_memory_bytes", "Resident memory of the actors holding a served workspace open (graph "
+           "shards, a Milvus Lite file's owner).", "workspace"),
 )
 
 BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in METRICS}

@@ -4,20 +4,19 @@ Figures are summed in a per-process buffer (a dict update under a lock) and sent
 cluster's recorder actor (``recorder``) every ``FLUSH_INTERVAL_S`` by a daemon thread, and on
 ``flush()``, which a short-lived process (an indexing driver, a Ray Data worker after a batch)
 calls before its figures could be lost. Nothing is sent while metrics are off or this process is
-not connected to Ray; a name or label set not in ``catalog`` raises (a programming error)."""
+not connected to Ray; a name or label set not in ``catalog`` raises (a programming error).
+Ray is imported only by a process that already uses it, so pure logic (the query engine) may record."""
 
 from __future__ import annotations
 
 import atexit
+import sys
 import threading
 import time
 from typing import Any
 
-import ray
-
 from lightrag_ray.config import MetricsConfig
-from lightrag_ray.metrics.catalog import spec
-from lightrag_ray.metrics.recorder import Batch, recorder_handle
+from lightrag_ray.metrics.catalog import Batch, spec
 
 FLUSH_INTERVAL_S = 2.0
 FLUSH_WAIT_S = 10.0
@@ -76,10 +75,13 @@ class MetricsClient:
         ``FLUSH_WAIT_S``). Figures that cannot be sent are dropped, never raised."""
         with self._lock:
             batch, self._batch = self._batch, {}
-        if not batch or not ray.is_initialized():
+        ray = sys.modules.get("ray")
+        if not batch or ray is None or not ray.is_initialized():
             return
         try:
             if self._recorder is None:
+                from lightrag_ray.metrics.recorder import recorder_handle
+
                 self._recorder = recorder_handle()
             sent = self._recorder.record.remote(batch, self.config.workspace_labels)
             if wait:
@@ -94,3 +96,8 @@ _CLIENT = MetricsClient()
 def metrics() -> MetricsClient:
     """This process's metrics client."""
     return _CLIENT
+
+
+def workspace_label(workspace: str) -> str:
+    """The ``workspace`` label of a workspace path or URI: its last folder's name."""
+    return workspace.rstrip("/").rsplit("/", 1)[-1] or workspace

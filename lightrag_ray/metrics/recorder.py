@@ -13,16 +13,13 @@ from typing import Any
 import ray
 from ray.util import metrics as ray_metrics
 
-from lightrag_ray.metrics.catalog import MetricSpec, spec
+from lightrag_ray.metrics.catalog import Batch, MetricSpec, spec
 
 NAME = "lightrag_metrics"
 NAMESPACE = "lightrag_metrics"
 OTHER_WORKSPACES = "other"  # the label of workspaces past the cap
 ALL_WORKSPACES = "all"  # the label when workspace labels are off
 
-Tags = tuple[tuple[str, str], ...]
-# (metric name, label pairs) -> a counter's increment, a gauge's value, or a histogram's observations
-Batch = dict[str, dict[Tags, Any]]
 
 
 def _make(metric: MetricSpec) -> Any:

@@ -35,6 +35,7 @@ from lightrag_ray.models.llm import LLMClient
 from lightrag_ray.models.rerank import Reranker, RerankError
 from lightrag_ray.query.fusion import fuse, lexical_weight
 from lightrag_ray.query.params import DEFAULT_MODE, QueryParam
+from lightrag_ray.query.query_metrics import begin_query, context_returned, observe_step, timed
 from lightrag_ray.query.stores import GraphLookup, TextEmbedder, VectorIndex
 from lightrag_ray.query.walk import WalkWeights, lexical_passages, walk_ranking
 
@@ -127,7 +128,7 @@ class QueryEngine:
             return Keywords(param.hl_keywords or [], param.ll_keywords or []), 0
         if self.llm is None:
             return keywords_without_llm(question), 0
-        answer = await self.llm.complete(prompts.keywords_messages(question))
+        answer = await timed("keywords", self.llm.complete(prompts.keywords_messages(question)))
         found = parse_keywords(answer)
         return Keywords(found.high or [question], found.low or [question], answer), 1
 
@@ -135,7 +136,8 @@ class QueryEngine:
     async def _search(self, kind: str, vector: Any, top_k: int, fields: list[str] | None = None,
                       version: int | None = None) -> list[dict[str, Any]]:
         fields = fields or SEARCH_FIELDS[kind]
-        hits = await self.vectors.search(kind, np.asarray([vector], dtype=np.float32), top_k, fields, version)
+        hits = await timed("vector_search", self.vectors.search(kind, np.asarray([vector], dtype=np.float32), top_k,
+                                                                fields, version))
         return hits[0]
 
     async def _passage_version(self) -> int | None:
@@ -161,8 +163,9 @@ class QueryEngine:
         if weight <= 0 or kind not in await self._text_kinds():
             return await self._search(kind, vector, top_k, fields, version)
         depth = max(top_k, FUSION_DEPTH)
-        dense, lexical = await asyncio.gather(self._search(kind, vector, depth, fields, version),
-                                              self.vectors.text_search(kind, [text], depth, fields, version))
+        dense, lexical = await asyncio.gather(
+            self._search(kind, vector, depth, fields, version),
+            timed("text_search", self.vectors.text_search(kind, [text], depth, fields, version)))
         return fuse(dense, lexical[0], weight)[:top_k]
 
     async def _graph_items(self, mode: str, vectors: SearchVectors, top_k: int, weight: float) -> tuple[list, list]:
@@ -183,7 +186,7 @@ class QueryEngine:
         them first (one graph round)."""
         if not keys:
             return [], []
-        found = await self.graph.neighborhood(keys, top_k)  # shards cut to top_k before building views
+        found = await timed("graph", self.graph.neighborhood(keys, top_k))  # shards cut to top_k before building views
         by_key = {e["key"]: e for e in found["entities"]}
         return [by_key[k] for k in keys if k in by_key], rank_local_relations(found["relations"], keys)[:top_k]
 
@@ -194,7 +197,7 @@ class QueryEngine:
             return [], []
         pairs = [(hit["source_key"], hit["target_key"]) for hit in hits]
         ends = list(dict.fromkeys(key for pair in pairs for key in pair))[:top_k]  # only the end entities kept
-        found = await self.graph.fetch(ends, pairs)
+        found = await timed("graph", self.graph.fetch(ends, pairs))
         return found["entities"], found["relations"]
 
     async def _chunks(self, ids: list[str], known: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -225,13 +228,15 @@ class QueryEngine:
 
     async def retrieve(self, question: str, param: QueryParam) -> tuple[QueryContext, Keywords, int]:
         """The context for ``question`` (no generation), its keywords and LLM calls made."""
+        begin_query(param.mode, self.settings.workspace)
         if param.mode == "bypass":
             return QueryContext(), Keywords(), 0
         (keywords, calls, vectors), version, weight = await asyncio.gather(
             self.search_vectors(question, param), self._passage_version(), self._lexical_weight(param))
         if param.mode == "walk":  # the most visited entities and the passages, read side by side
-            walked = await walk_ranking(self.vectors, self.graph, vectors.question, keywords.low, vectors.names,
-                                        param.chunk_top_k, self.walk_weights, version, vectors.text, weight)
+            walked = await timed("walk", walk_ranking(
+                self.vectors, self.graph, vectors.question, keywords.low, vectors.names,
+                param.chunk_top_k, self.walk_weights, version, vectors.text, weight))
             (entities, relations), chunks = await asyncio.gather(
                 self._entities_with_relations(walked.entity_keys[: param.top_k], param.top_k),
                 self._chunks(walked.chunk_ids[: param.chunk_top_k], []))
@@ -252,6 +257,7 @@ class QueryEngine:
         context = build_context(entities, relations, chunks, budgets, reserved_tokens=reserved,
                                 encoding=self.settings.chunking.encoding)
         context.retrieval.update(lexical=_lexical_note(param, weight), rerank=rerank)
+        context_returned(param.mode, len(context.chunks), len(context.entities) + len(context.relations))
         return context, keywords, calls
 
     async def _lexical_weight(self, param: QueryParam) -> float:
@@ -276,7 +282,7 @@ class QueryEngine:
             _no_reranker_notice()
             return chunks, "no reranker configured"
         try:
-            scores = await self.reranker.scores(question, [chunk["text"] for chunk in chunks])
+            scores = await timed("rerank", self.reranker.scores(question, [chunk["text"] for chunk in chunks]))
         except RerankError as exc:
             LOG.warning("reranking failed, the passages keep their retrieval order: %s", exc)
             return chunks, f"failed, retrieval order kept: {exc}"
@@ -317,7 +323,7 @@ class QueryEngine:
         param = param or QueryParam()
         llm = self.require_llm() if generate else None
         prepared = await self.prepare_answer(question, param)
-        answer = await llm.complete(prepared.messages) if llm is not None else ""
+        answer = await timed("llm", llm.complete(prepared.messages)) if llm is not None else ""
         return QueryResult(answer, prepared.context, prepared.keywords, param.mode,
                            prepared.llm_calls + int(generate), prepared.messages)
 
@@ -358,13 +364,15 @@ class AnswerStream:
 
     async def _pieces(self) -> AsyncIterator[str]:
         messages = (await self.ready()).messages
+        started = time.perf_counter()
         async for piece in self.engine.require_llm().stream(messages):
             yield piece
+        observe_step("llm", time.perf_counter() - started)
 
     async def complete(self) -> str:
         """The whole answer from one (not streamed) LLM call."""
         messages = (await self.ready()).messages
-        return await self.engine.require_llm().complete(messages)
+        return await timed("llm", self.engine.require_llm().complete(messages))
 
 
 async def _no_items() -> tuple[list, list]:

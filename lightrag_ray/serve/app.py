@@ -25,6 +25,7 @@ from ray import serve
 from ray.serve import Application
 
 from lightrag_ray.config import Settings, load_settings
+from lightrag_ray.metrics.client import metrics
 from lightrag_ray.models.llm import LLMError
 from lightrag_ray.serve import ollama_errors, openai_errors
 from lightrag_ray.serve.deployments import (
@@ -39,6 +40,7 @@ from lightrag_ray.serve.deployments import (
 )
 from lightrag_ray.serve.http_guard import DEFAULT_CORS_ORIGINS, Access, LazyCORS, RequestGuard
 from lightrag_ray.serve.owner import WorkspaceDeployment
+from lightrag_ray.serve.query_metrics import QueryMetrics
 from lightrag_ray.serve.routes import documents, graph, ollama, openai, query, webui, workspaces
 from lightrag_ray.serve.spaces import OpenSpaces
 from lightrag_ray.serve.workspace_routing import WorkspacePrefix, bind_keys
@@ -96,7 +98,8 @@ def http_app() -> FastAPI:
     key binding, body size; each contract's status and error body) inside the ``/w/{name}``
     prefix's stripping, inside CORS, which must be outermost so that preflights need no key and
     error answers carry its headers; OpenAI's error shape on /v1, Ollama's on
-    /api (wrapping the app's own handlers, so added after them)."""
+    /api (wrapping the app's own handlers, so added after them); the query routes' metrics
+    outside the guard (its refusals count) and inside the prefix's stripping."""
     api = FastAPI(
         title="lightrag-ray",
         description="Graph-based RAG on Ray: LightRAG Server routes and an OpenAI-compatible chat API.",
@@ -113,6 +116,7 @@ def http_app() -> FastAPI:
     api.add_exception_handler(UnknownWorkspace, _unknown_workspace)
     api.add_exception_handler(NoRoomForWorkspace, _no_room)
     ollama_errors.install_error_handlers(api)
+    api.add_middleware(QueryMetrics)
     api.add_middleware(WorkspacePrefix)
     api.add_middleware(LazyCORS, origins=_cors_origins)
     return api
@@ -139,6 +143,7 @@ class Ingress:
         self.api_key = access.api_key
         self.webui_dir = webui_dir
         self.settings = Settings.model_validate(settings)
+        metrics().configure(self.settings.metrics)
         self.owner = owner
         self.embedder = embedder
         self.llm = HandleLLM(llm) if self.settings.llm.backend != "none" else None

@@ -21,6 +21,7 @@ from ray import serve
 from lightrag_ray.config import Settings
 from lightrag_ray.core.transport import Awaited, Remote
 from lightrag_ray.index.embedding_pool import KeptEmbeddingPool
+from lightrag_ray.metrics.client import metrics
 from lightrag_ray.query.stores import ThreadedVectorIndex
 from lightrag_ray.serve.deployments import SERVING, STOPPING, BlockingHandleEmbedder
 from lightrag_ray.service.workspace_pool import WorkspacePool
@@ -138,6 +139,7 @@ class WorkspaceDeployment:
                  default_workspace: str = DEFAULT_WORKSPACE, max_open: int = 8,
                  max_open_memory_mb: float | None = None) -> None:
         self.catalog = WorkspaceCatalog(Settings.model_validate(settings), workspaces_root, default_workspace)
+        metrics().configure(self.catalog.settings.metrics)
         self.embedding_pool = KeptEmbeddingPool(self.catalog.settings.embedding)  # every workspace's insert jobs
         self.embedder_handle = embedder
         self.embedder: BlockingHandleEmbedder | None = None
@@ -157,11 +159,13 @@ class WorkspaceDeployment:
     async def check_health(self) -> None:
         """Serve's periodic probe. Right after start it opens the one workspace of a
         single-workspace app; with a workspaces root it only makes the default one's folder (each
-        workspace opens on its first request: an open one holds its actors' CPU and memory)."""
+        workspace opens on its first request: an open one holds its actors' CPU and memory).
+        Each probe also records the open workspaces' gauges."""
         if self.catalog.multi:
             await asyncio.to_thread(self.catalog.settings_for, "", True)
         else:
             await self.pool.get("")
+        await asyncio.to_thread(self.pool.record_gauges)
 
     async def open(self, name: str, create: bool = False) -> dict[str, Any] | Refused:
         """Open workspace ``name`` for a reader: its name, opening (epoch) and settings."""

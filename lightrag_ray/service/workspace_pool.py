@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 import ray
 
 from lightrag_ray.config import Settings
+from lightrag_ray.metrics.client import metrics, workspace_label
 from lightrag_ray.ray_runtime import BACKGROUND_NICENESS, lower_thread_priority, named_actor
+from lightrag_ray.service import status
 from lightrag_ray.service.opening import bound_settings
 from lightrag_ray.service.workspace_service import WorkspaceService, WriteBusy
 from lightrag_ray.service.workspaces import NoRoomForWorkspace, UnknownWorkspace, WorkspaceCatalog
@@ -141,6 +143,21 @@ class WorkspacePool:
                 del self.hosted[name]
                 await asyncio.to_thread(hosted.close)
             await asyncio.to_thread(self.catalog.remove, name)
+
+    def record_gauges(self) -> None:
+        """The open workspaces, their insert jobs, graph sizes and actor memory, as metrics
+        (blocking: it reads manifests and asks the actors)."""
+        metrics().gauge("workspaces_open", len(self.hosted))
+        for hosted in list(self.hosted.values()):
+            label = workspace_label(hosted.service.settings.workspace)
+            running = int(hosted.service.write_lock.locked())
+            metrics().gauge("insert_jobs", running, workspace=label, state="running")
+            metrics().gauge("insert_jobs", max(len(hosted.service.unfinished_jobs()) - running, 0),
+                            workspace=label, state="queued")
+            found = status.counts(hosted.service.workspace)
+            for kind in ("entities", "relations"):
+                metrics().gauge("graph_items", found[kind], workspace=label, kind=kind)
+            metrics().gauge("workspace_memory_bytes", hosted.service.memory_bytes(), workspace=label)
 
     def close_all(self) -> None:
         """Close every open workspace (the owner's graceful shutdown)."""
