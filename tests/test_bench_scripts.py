@@ -218,3 +218,24 @@ def test_bench_sync_syncs_a_changed_corpus_and_finds_it_equal_to_a_fresh_index(t
     assert runs["detection"]["report"]["replaced"] == changed["edited"]
     assert sync["chunks_cached"] > 0  # the edited documents' first chunks did not change
     assert "sync / edited only: " in done.stdout and "synced vs fresh: graph EQUAL, vector ids equal" in done.stdout
+
+
+def test_bench_ab_runs_the_sides_in_turn_and_reads_each_runs_figure(tmp_path):
+    """A benchmark stand-in that writes the side's environment as its figure, and the order it ran in."""
+    order = tmp_path / "order.txt"
+    fake = tmp_path / "fake_bench.py"
+    fake.write_text(
+        "import json, os, sys\n"
+        f"open({str(order)!r}, 'a').write(os.environ['SIDE'])\n"
+        "json.dump({'rows': [{'clients': 1, 'p50_ms': 1}, {'clients': 8, 'p50_ms': float(os.environ['MS'])}]},"
+        " open(sys.argv[sys.argv.index('--json-out') + 1], 'w'))\n")
+    out = tmp_path / "ab.json"
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_ab.py"), "--repeats", "2",
+                           "--a", "SIDE=a", "MS=30", "--b", "SIDE=b", "MS=20", "--figure", "rows.clients=8.p50_ms",
+                           "--json-out", str(out), "--", sys.executable, str(fake)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert order.read_text() == "abab"
+    result = json.loads(out.read_text())
+    assert result["runs"] == {"A": [30.0, 30.0], "B": [20.0, 20.0]} and result["ratio"] == 1.5
+    assert "ratio of the medians A/B: 1.500" in done.stdout
