@@ -4,6 +4,7 @@ and `lightrag-ray top` reading figures recorded in the session cluster."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ import time
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 
 from lightrag_ray.cli.main import main
@@ -26,7 +28,8 @@ from tests.monitoring_helpers import (
     dashboard_panels,
     metric_names,
 )
-from tests.net_helpers import free_port
+from tests.conftest import METRICS_EXPORT_PORT
+from tests.net_helpers import free_port, wait_until
 from tests.prometheus_server import PromQLError
 
 # Series of Ray itself the dashboard reads: name -> (the name in Ray's source, its labels, that file).
@@ -132,6 +135,35 @@ def test_every_expression_parses_in_prometheus(prometheus):
             pytest.fail(f"{name}: {exc}")
 
 
+# --- what the session cluster exports ---------------------------------------------------------------
+
+
+@pytest.fixture
+def own_labels(monkeypatch):
+    """This process's metrics client, giving any workspace a label of its own (whatever the
+    workspaces other tests of the session reported first)."""
+    client = metrics()
+    monkeypatch.setattr(client, "config", MetricsConfig(workspace_labels=10_000))
+    return client
+
+
+def test_a_gauge_set_once_stays_exported(ray_cluster, own_labels):
+    """Ray's metrics agent drops a gauge not set within two report intervals; the recorder sets it again."""
+    workspace = f"gauge-{uuid.uuid4().hex[:8]}"
+    own_labels.gauge("index_running", 1, workspace=workspace)
+    own_labels.flush(wait=True)
+
+    def exported() -> bool:
+        text = httpx.get(f"http://127.0.0.1:{METRICS_EXPORT_PORT}/metrics", timeout=10).text
+        return any(line.startswith("ray_lightrag_index_running{") and f'workspace="{workspace}"' in line
+                   for line in text.splitlines())
+
+    wait_until(exported, 20, "the gauge on the metrics port")
+    eviction_age_s = 2 * max(int(os.environ["RAY_metrics_report_interval_ms"]), 1000) / 1000
+    time.sleep(2 * eviction_age_s)
+    assert exported()
+
+
 # --- lightrag-ray top ------------------------------------------------------------------------------
 
 
@@ -148,11 +180,9 @@ def _figures(screen: str, heading: str) -> dict[str, float]:
     return {key: float(value) for key, value in zip(words[::2], words[1::2])}
 
 
-def test_top_prints_what_was_recorded(ray_cluster, prometheus, capsys, monkeypatch):
+def test_top_prints_what_was_recorded(ray_cluster, prometheus, capsys, own_labels):
     workspace, mode = f"top-{uuid.uuid4().hex[:8]}", f"top{uuid.uuid4().hex[:6]}"
-    client = metrics()
-    # its own label whatever the workspaces other tests of the session reported first
-    monkeypatch.setattr(client, "config", MetricsConfig(workspace_labels=10_000))
+    client = own_labels
     client.count("index_documents", 3, workspace=workspace, outcome="new")
     client.count("index_documents", 1, workspace=workspace, outcome="failed")
     client.count("index_chunks", 12, workspace=workspace, outcome="extracted")
