@@ -56,6 +56,7 @@ LABELS = {series: labels for metric in METRICS for series, labels in _exported(m
 EXPRESSIONS = dashboard_expressions() | {f"alert {name}": expr for name, expr in alert_expressions().items()}
 
 
+@pytest.mark.integration  # runs a program, which the fast tier does not
 def test_promtool_accepts_the_alert_rules():
     promtool = shutil.which("promtool")
     assert promtool, "promtool is missing: scripts/test.sh installs Debian's prometheus package"
