@@ -11,6 +11,13 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
   sudo=$([ "$(id -u)" -eq 0 ] || echo sudo)
   $sudo apt-get update -q && $sudo apt-get install -y -q chromium chromium-driver
 fi
+# Debian's prometheus + promtool for tests/test_monitoring.py; the tests start their own server,
+# so the package's service (under systemd, scraping :9090) is stopped and disabled
+if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
+  sudo=$([ "$(id -u)" -eq 0 ] || echo sudo)
+  $sudo apt-get update -q && $sudo apt-get install -y -q --no-install-recommends prometheus
+  if [ -d /run/systemd/system ]; then $sudo systemctl disable --now prometheus; fi
+fi
 export RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1
 cd "$root"
 tier=()

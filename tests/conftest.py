@@ -1,5 +1,6 @@
 """Shared fixtures: one local Ray cluster per session, one scripted LLM server, one scripted
-rerank server, one Milvus server (started by the first test that needs it)."""
+rerank server, one Milvus server, one Prometheus scraping the cluster (each started by the first
+test that needs it)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import os
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Ray's processes export their metrics every second (default 10 s), so a test sees a figure in
+# Prometheus within a few seconds of recording it.
+os.environ.setdefault("RAY_metrics_report_interval_ms", "1000")
 
 import socket  # noqa: E402
 import subprocess  # noqa: E402
@@ -21,6 +25,7 @@ import pytest  # noqa: E402
 from lightrag_ray.config import Settings, load_settings  # noqa: E402
 from tests.milvus_standalone import MilvusStandalone  # noqa: E402
 from tests.net_helpers import free_port  # noqa: E402
+from tests.prometheus_server import PrometheusServer  # noqa: E402
 from tests.s3_server import S3Server  # noqa: E402
 from tests.scripted_llm import ScriptedLLM  # noqa: E402
 from tests.scripted_rerank import ScriptedRerank  # noqa: E402
@@ -31,9 +36,13 @@ from tests.scripted_rerank import ScriptedRerank  # noqa: E402
 S3_PORT = free_port()
 os.environ.update(S3Server(Path("."), S3_PORT).env())
 
+# The session cluster's metrics agent serves Prometheus's text format here (ray.init's
+# _metrics_export_port); the prometheus fixture scrapes it.
+METRICS_EXPORT_PORT = free_port()
+
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 # A test that uses one of these (directly or through another fixture) is an integration test.
-INTEGRATION_FIXTURES = {"ray_cluster", "milvus_server", "milvus_standalone", "s3_server"}
+INTEGRATION_FIXTURES = {"ray_cluster", "milvus_server", "milvus_standalone", "s3_server", "prometheus"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -50,10 +59,19 @@ def ray_cluster():
     import ray
 
     if not ray.is_initialized():
-        ray.init(address="local", num_cpus=2, include_dashboard=False, namespace="lightrag_ray", logging_level="WARNING")
+        ray.init(address="local", num_cpus=2, include_dashboard=False, namespace="lightrag_ray", logging_level="WARNING",
+                 _metrics_export_port=METRICS_EXPORT_PORT)
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def prometheus(tmp_path_factory):
+    """A real Prometheus on 127.0.0.1 (tests/prometheus_server.py) scraping the session
+    cluster's metrics every second (whether or not a test has started the cluster yet)."""
+    with PrometheusServer(tmp_path_factory.mktemp("prometheus"), [f"127.0.0.1:{METRICS_EXPORT_PORT}"]) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -34,6 +34,7 @@ from tests.serve_schema import validate_serve_config
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER = ROOT / "cluster"
 KUBERAY = CLUSTER / "kuberay"
+PODMONITOR_FILE = CLUSTER / "monitoring" / "podmonitor.yaml"
 DOCKERFILE = CLUSTER / "docker" / "Dockerfile"
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -168,11 +169,11 @@ def test_every_yaml_file_parses():
     assert {f.relative_to(CLUSTER).as_posix() for f in files} >= {
         "ray-cluster.yaml", "kuberay/raycluster.yaml", "kuberay/rayjob.yaml", "kuberay/rayjob-gpu.yaml",
         "kuberay/rayservice.yaml",
-        "kuberay/configmap.yaml", "kuberay/secret.example.yaml"}
+        "kuberay/configmap.yaml", "kuberay/secret.example.yaml", "monitoring/podmonitor.yaml", "monitoring/alerts.yaml"}
     for path in files:
         docs = _docs(path)
         assert docs and all(isinstance(d, dict) for d in docs), path
-    for path in KUBERAY.glob("*.yaml"):
+    for path in [*KUBERAY.glob("*.yaml"), PODMONITOR_FILE]:
         for doc in _docs(path):
             assert doc["apiVersion"] and doc["kind"] and doc["metadata"]["name"], path
             assert doc["metadata"].get("namespace") == "lightrag", f"{path}: all objects live in namespace lightrag"
@@ -424,6 +425,68 @@ def test_serve_config_v2_is_what_the_render_script_writes():
 
 def test_local_serve_config_passes_rays_schema_too():
     validate_serve_config(LOCAL_SERVE)
+
+
+# --- monitoring: every Ray pod's metrics agent, scraped through a PodMonitor ------------------------
+
+METRICS_PORT = {"containerPort": 8080, "name": "metrics"}  # KubeRay's default --metrics-export-port
+# Labels KubeRay puts on the pods it creates, besides ray.io/node-type (ray-operator: controllers/ray/
+# common/pod.go, utils/constant.go)
+KUBERAY_POD_LABELS = {"app.kubernetes.io/name": "kuberay", "app.kubernetes.io/created-by": "kuberay-operator",
+                      "ray.io/cluster": "lightrag"}
+# monitoring.coreos.com/v1 PodMonitor: the fields written here (additionalProperties catches typos)
+PODMONITOR_SCHEMA = {
+    "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"}, "kind": {"const": "PodMonitor"}, "metadata": _META,
+        "spec": {"type": "object", "required": ["selector", "podMetricsEndpoints"], "additionalProperties": False,
+                 "properties": {
+                     "jobLabel": {"type": "string"}, "namespaceSelector": {"type": "object"},
+                     "selector": {"type": "object", "additionalProperties": False,
+                                  "properties": {"matchLabels": _STR_MAP, "matchExpressions": {"type": "array", "items": {
+                                      "type": "object", "required": ["key", "operator"],
+                                      "properties": {"operator": {"enum": ["In", "NotIn", "Exists", "DoesNotExist"]}}}}}},
+                     "podMetricsEndpoints": {"type": "array", "minItems": 1, "items": {
+                         "type": "object", "required": ["port"], "additionalProperties": False,
+                         "properties": {"port": {"type": "string"}, "path": {"type": "string"},
+                                        "interval": {"type": "string", "pattern": r"^\d+[smh]$"},
+                                        "relabelings": {"type": "array"}}}}}},
+    },
+}
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a Kubernetes label selector matches ``labels``."""
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for rule in selector.get("matchExpressions", []):
+        present, value = rule["key"] in labels, labels.get(rule["key"])
+        if not {"In": present and value in rule.get("values", []), "NotIn": value not in rule.get("values", []),
+                "Exists": present, "DoesNotExist": not present}[rule["operator"]]:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("kind", sorted(CLUSTER_SPECS))
+def test_every_ray_container_names_its_metrics_port(kind):
+    for name, group, _ in _groups(CLUSTER_SPECS[kind]):
+        ray_container = group["template"]["spec"]["containers"][0]  # KubeRay runs `ray start` in the first
+        assert METRICS_PORT in ray_container.get("ports", []), f"{kind}/{name}"
+        assert group["rayStartParams"].get("metrics-export-port", "8080") == "8080", f"{kind}/{name}"
+
+
+def test_podmonitor_scrapes_the_metrics_port_of_head_and_worker_pods():
+    monitor = _one(PODMONITOR_FILE)
+    jsonschema.validate(monitor, PODMONITOR_SCHEMA)
+    spec = monitor["spec"]
+    assert [e["port"] for e in spec["podMetricsEndpoints"]] == [METRICS_PORT["name"]]
+    for node_type in ("head", "worker"):
+        assert _selects(spec["selector"], KUBERAY_POD_LABELS | {"ray.io/node-type": node_type}), node_type
+    assert not _selects(spec["selector"], {"app.kubernetes.io/name": "kuberay-operator"}), "not the operator's pod"
+    bad = copy.deepcopy(monitor)
+    bad["spec"]["podMetricsEndpoint"] = bad["spec"].pop("podMetricsEndpoints")
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, PODMONITOR_SCHEMA)
 
 
 # --- cluster launcher ----------------------------------------------------------------------------

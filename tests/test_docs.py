@@ -33,3 +33,11 @@ def test_architecture_table_names_every_module():
     modules = [p for p in package.rglob("*.py") if p.name != "__init__.py"]
     missing = [str(p.relative_to(package)) for p in modules if f"`{p.name}`" not in text]
     assert not missing, f"add these modules to the table in docs/architecture.md: {missing}"
+
+
+def test_deployment_lists_every_metric_as_the_catalog_declares_it():
+    from lightrag_ray.metrics.catalog import markdown_table
+
+    text = (DOCS / "deployment.md").read_text(encoding="utf-8")
+    assert markdown_table() in text, ("paste lightrag_ray.metrics.catalog.markdown_table() into docs/deployment.md "
+                                      "(Monitoring, Metrics)")

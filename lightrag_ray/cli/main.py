@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from pydantic.fields import FieldInfo
 
+from lightrag_ray.cli import top
 from lightrag_ray.cli.failures import report_failure
 from lightrag_ray.config import ENV_PREFIX, Settings, load_settings
 from lightrag_ray.query.params import QueryParam
@@ -222,6 +223,7 @@ def _parser() -> argparse.ArgumentParser:
         "answers with vectors only, and says so). Copies the stored vectors with their texts: no document is read "
         "again, no LLM is called. The next `index` run does the same; nothing else may write to the workspace meanwhile.")
     _add_common(upgrade)
+    top.add_parser(sub)
     return parser
 
 
@@ -474,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
     commands = {"index": _index, "query": _query, "demo": _demo, "serve": _serve, "status": _status,
-                "reshard": _reshard, "upgrade": _upgrade}
+                "reshard": _reshard, "upgrade": _upgrade, "top": top.run}
     try:
         return commands[args.command](args)
     except KeyboardInterrupt:

@@ -103,3 +103,13 @@ def spec(name: str) -> MetricSpec:
         return BY_NAME[name]
     except KeyError:
         raise KeyError(f"no metric {name!r}; declared: {', '.join(sorted(BY_NAME))}") from None
+
+
+def markdown_table() -> str:
+    """The metrics as the Markdown table of docs/deployment.md ("Monitoring"), which a test keeps equal."""
+    rows = ["| Series in Prometheus | Kind | Labels | What it counts |", "|---|---|---|---|"]
+    for metric in METRICS:
+        series = metric.prometheus_name + ("_bucket/_sum/_count" if metric.kind == "histogram" else "")
+        labels = ", ".join(f"`{tag}`" for tag in metric.tags) or "-"
+        rows.append(f"| `{series}` | {metric.kind} | {labels} | {metric.help} |")
+    return "\n".join(rows)
