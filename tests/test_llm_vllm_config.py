@@ -199,7 +199,7 @@ def test_gpu_smoke_script_indexes_the_book_with_the_vllm_backend(tmp_path) -> No
     stub_dir.mkdir()
     calls = tmp_path / "calls"
     report = {"chunks": 40, "chunks_failed": 0, "entities": 500, "relations": 800, "summaries": 20,
-              "llm_requests": 80, "llm_tokens": 40000, "seconds": 20.0, "errors": []}
+              "llm_requests": 80, "llm_completion_tokens": 40000, "seconds": 20.0, "errors": []}
     stub = stub_dir / "lightrag-ray"
     stub.write_text(f"#!/bin/sh\necho \"$LIGHTRAG_RAY__EXTRACTION__NUM_GPUS $*\" > {shlex.quote(str(calls))}\n"
                     f"echo {shlex.quote(json.dumps(report))}\n")
