@@ -17,8 +17,6 @@ from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from lightrag_ray.config import Settings, TokenPrice
-from lightrag_ray.metrics.client import metrics
-from lightrag_ray.models.llm import LLMError
 
 CallKind = Literal["extract", "glean", "summary", "keywords", "answer"]
 Outcome = Literal["ok", "retried", "429", "timeout", "error"]
@@ -108,6 +106,8 @@ class LLMCall:
 
     def record(self, outcome: Outcome, seconds: float, usage: TokenUsage) -> None:
         """One call ended: its metrics, and its usage added to ``usage``."""
+        from lightrag_ray.metrics.client import metrics  # here: it imports Ray, which the query logic does not need
+
         self.usage += usage
         tags = {"workspace": self.workspace, "kind": self.kind}
         client = metrics()
@@ -132,13 +132,13 @@ class Metering:
 
 @contextmanager
 def metered(call: LLMCall | None) -> Iterator[Metering]:
-    """Measure the call run inside the block: when it ends, answered or failed with LLMError,
-    ``call`` records it (nothing without a call; a cancelled call is not recorded)."""
+    """Measure the call run inside the block: when it ends, answered or failed (LLMError, or any
+    error), ``call`` records it (nothing without a call; a cancelled or abandoned call is not recorded)."""
     meter = Metering()
     started = time.perf_counter()
     try:
         yield meter
-    except LLMError:
+    except Exception:
         if call is not None:
             call.record(meter.cause, time.perf_counter() - started, TokenUsage())
         raise
