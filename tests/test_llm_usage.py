@@ -104,15 +104,15 @@ def test_index_report_tokens_are_the_servers_and_cost_follows_the_price(ray_clus
     assert f"LLM tokens: {prompt} prompt, {completion} completion, estimated cost" in "\n".join(
         _index_summary(report.to_dict()))
 
+
+def test_unknown_index_tokens_then_answers_report_the_servers_usage_whole_and_streamed(
+        ray_cluster, llm, make_settings, tmp_path):
+    settings = make_settings("answers", metrics={"prices": {"default": {"prompt": 1.0}}})
     llm.usage = False
-    unmetered = index_paths([str(corpus)], make_settings("unmetered"), progress=None)
+    unmetered = index_paths([str(_corpus(tmp_path))], settings, progress=None)
     assert unmetered.llm_unmetered_requests == unmetered.llm_requests > 0 and unmetered.llm_cost is None
     assert "LLM tokens: unknown" in "\n".join(_index_summary(unmetered.to_dict()))
-
-
-def test_answers_report_the_servers_usage_whole_and_streamed(ray_cluster, llm, make_settings, tmp_path):
-    settings = make_settings("answers")
-    index_paths([str(_corpus(tmp_path))], settings, progress=None)
+    llm.usage = True
     with LocalSession(settings) as session:
         llm.reset()
         result = session.query(QUESTION)
