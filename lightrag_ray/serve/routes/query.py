@@ -78,7 +78,8 @@ async def query_stream(request: QueryRequest, replica: ReplicaDep, space: SpaceD
 @router.post("/query/data")
 async def query_data(request: QueryRequest, space: SpaceDep) -> dict[str, Any]:
     """Retrieval only, in LightRAG's shape: entities, relationships, chunks and per-file
-    references, no generation; ``usage``: the keyword call's tokens."""
+    references, no generation; ``metadata.usage``: the keyword call's tokens (in metadata: LightRAG's
+    clients expect its four top-level keys)."""
     started = time.perf_counter()
     result = await (await space.engine()).query(request.query, request.param(), generate=False)
     context, keywords = result.context, result.keywords
@@ -93,6 +94,6 @@ async def query_data(request: QueryRequest, space: SpaceDep) -> dict[str, Any]:
             "keywords": {"high_level": keywords.high, "low_level": keywords.low},
             "processing_info": {**processing_info(context, request.mode), **ours},
             "retrieval": context.retrieval,
+            "usage": result.usage.to_dict(),
         },
-        "usage": result.usage.to_dict(),
     }
