@@ -181,6 +181,13 @@ class RayConfig(_Section):
     verbose: bool = Field(False, description="Show Ray's own logs and progress bars (worker output, Ray Data INFO lines).")
 
 
+class TokenPrice(_Section):
+    """What a model's tokens cost, per million, in the currency of your choice."""
+
+    prompt: float = Field(0.0, ge=0, description="Price of a million prompt (input) tokens.")
+    completion: float = Field(0.0, ge=0, description="Price of a million completion (output) tokens.")
+
+
 class MetricsConfig(_Section):
     """What lightrag-ray exports to Prometheus through Ray's metrics (docs/deployment.md)."""
 
@@ -188,6 +195,9 @@ class MetricsConfig(_Section):
     workspace_labels: int = Field(
         10, ge=0, description="Workspaces that get a label of their own (the first to report); later ones are "
         "labelled 'other'; 0 labels every series 'all'.")
+    prices: dict[str, TokenPrice] = Field(
+        default_factory=dict, description="Token prices by model name (llm.model), turning the tokens an LLM "
+        "reported into an estimated cost (index report llm_cost, metric lightrag_llm_cost); no entry: no cost.")
 
 
 class Settings(_Section):

@@ -36,8 +36,8 @@ report = json.load(open(sys.argv[1]))
 seconds = max(report["seconds"], 1e-9)
 print(f"chunks {report['chunks']} (failed {report['chunks_failed']}), entities {report['entities']}, "
       f"relations {report['relations']}, summaries {report['summaries']}")
-print(f"LLM requests {report['llm_requests']}, generated tokens {report['llm_tokens']}, "
-      f"{report['seconds']:.1f} s: {report['llm_tokens'] / seconds:.0f} tokens/s "
+print(f"LLM requests {report['llm_requests']}, generated tokens {report['llm_completion_tokens']}, "
+      f"{report['seconds']:.1f} s: {report['llm_completion_tokens'] / seconds:.0f} tokens/s "
       f"({report['llm_requests'] / seconds:.2f} requests/s, engine start-up included)")
 for error in report["errors"]:
     print(f"error: {error['file_path']}: {error['error']}")

@@ -145,9 +145,11 @@ def llm(llm_server):
     llm_server.reset()
     llm_server.clear_rules()
     llm_server.latency_s = 0.0
+    llm_server.usage = True
     yield llm_server
     llm_server.clear_rules()
     llm_server.latency_s = 0.0
+    llm_server.usage = True
 
 
 @pytest.fixture

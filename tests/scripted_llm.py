@@ -353,21 +353,24 @@ class _Handler(JSONHandler):
                 if action == "timeout":
                     time.sleep(llm.timeout_sleep_s)
                 if body.get("stream"):
-                    self._sse(llm, text)
+                    wanted = bool((body.get("stream_options") or {}).get("include_usage"))
+                    self._sse(llm, text, llm._usage(kind, prompt_words, completion_words) if wanted else None)
                     return
                 choices = [] if text is None else [
                     {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
                 ]
+                usage = llm._usage(kind, prompt_words, completion_words)
                 self._json(200, {
                     "id": f"chatcmpl-scripted-{id(body)}", "object": "chat.completion",
                     "created": int(time.time()), "model": llm.model, "choices": choices,
-                    "usage": {"prompt_tokens": prompt_words, "completion_tokens": completion_words,
-                              "total_tokens": prompt_words + completion_words},
+                    **({"usage": usage} if usage else {}),
                 })
         finally:
             llm._leave()
 
-    def _sse(self, llm: ScriptedLLM, text: str | None) -> None:
+    def _sse(self, llm: ScriptedLLM, text: str | None, usage: dict[str, int] | None) -> None:
+        """The answer as SSE chunks; ``usage`` in a last chunk with no choices (OpenAI's
+        ``stream_options.include_usage``)."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -376,6 +379,8 @@ class _Handler(JSONHandler):
         self.close_connection = True
         pieces = [text[i:i + 24] for i in range(0, len(text), 24)] if text is not None else []
         chunks = [{"choices": [{"index": 0, "delta": {"content": p}}]} for p in pieces] or [{"choices": []}]
+        if usage:
+            chunks.append({"choices": [], "usage": usage})
         for chunk in chunks:
             self.wfile.write(f"data: {json.dumps({'model': llm.model, **chunk})}\n\n".encode())
             self.wfile.flush()
@@ -387,7 +392,9 @@ class ScriptedLLM(BackgroundServer):
     """An OpenAI-compatible server answering deterministically; ``url`` ends in ``/v1``.
 
     Each request waits ``kind_latency.get(kind, latency_s) + token_latency_s`` per word of
-    the answer; an injected ``timeout`` waits ``timeout_sleep_s`` more."""
+    the answer; an injected ``timeout`` waits ``timeout_sleep_s`` more. Answers report their
+    ``usage`` (words as tokens; a stream when asked for it), counted in ``usage_sent``
+    ({kind: {"prompt": n, "completion": n}}); ``usage = False`` leaves it out."""
 
     handler = _Handler
 
@@ -407,6 +414,8 @@ class ScriptedLLM(BackgroundServer):
         self.systems: dict[str, int] = {}
         self.prompt_words: dict[str, int] = {}
         self.completion_words: dict[str, int] = {}
+        self.usage = True
+        self.usage_sent: dict[str, dict[str, int]] = {}
         self._rules: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._open = threading.Event()
@@ -443,13 +452,17 @@ class ScriptedLLM(BackgroundServer):
             self.systems.clear()
             self.prompt_words.clear()
             self.completion_words.clear()
+            self.usage_sent.clear()
             self.max_in_flight = self.in_flight
 
     def configure(self, settings: dict[str, Any]) -> dict[str, Any]:
-        """Set any of latency_s, token_latency_s, kind_latency ({kind: s}), timeout_sleep_s; return config()."""
+        """Set any of latency_s, token_latency_s, kind_latency ({kind: s}), timeout_sleep_s, usage
+        (whether answers report it); return config()."""
         for key in ("latency_s", "token_latency_s", "timeout_sleep_s"):
             if key in settings:
                 setattr(self, key, float(settings[key]))
+        if "usage" in settings:
+            self.usage = bool(settings["usage"])
         if "kind_latency" in settings:
             self.kind_latency = {str(k): float(v) for k, v in dict(settings["kind_latency"]).items()}
         return self.config()
@@ -457,7 +470,8 @@ class ScriptedLLM(BackgroundServer):
     def config(self) -> dict[str, Any]:
         """The latency settings."""
         return {"latency_s": self.latency_s, "token_latency_s": self.token_latency_s,
-                "kind_latency": dict(self.kind_latency), "timeout_sleep_s": self.timeout_sleep_s}
+                "kind_latency": dict(self.kind_latency), "timeout_sleep_s": self.timeout_sleep_s,
+                "usage": self.usage}
 
     def delay(self, kind: str, completion_words: int) -> float:
         """Seconds a request of ``kind`` with an answer of ``completion_words`` words waits."""
@@ -474,13 +488,31 @@ class ScriptedLLM(BackgroundServer):
     def snapshot(self) -> dict[str, Any]:
         """Counters and latency settings, as served by ``GET /admin/counts``: counts, total,
         injected, in_flight, max_in_flight, systems ({system: n}), prompt_words and
-        completion_words ({kind: n}), then config()."""
+        completion_words ({kind: n}), usage_sent, then config()."""
         counts = self.counts()
         with self._lock:
             return {"counts": counts, "total": len(self.requests), "injected": self.injected,
                     "in_flight": self.in_flight, "max_in_flight": self.max_in_flight,
                     "systems": dict(self.systems), "prompt_words": dict(self.prompt_words),
-                    "completion_words": dict(self.completion_words), **self.config()}
+                    "completion_words": dict(self.completion_words),
+                    "usage_sent": {kind: dict(sent) for kind, sent in self.usage_sent.items()}, **self.config()}
+
+    def sent_tokens(self, *kinds: str) -> tuple[int, int]:
+        """(prompt, completion) tokens the answers of ``kinds`` (none given: all) reported."""
+        with self._lock:
+            sent = [v for k, v in self.usage_sent.items() if not kinds or k in kinds]
+            return sum(v["prompt"] for v in sent), sum(v["completion"] for v in sent)
+
+    def _usage(self, kind: str, prompt_words: int, completion_words: int) -> dict[str, int] | None:
+        """The ``usage`` object of an answer (counted in ``usage_sent``), None when usage is off."""
+        if not self.usage:
+            return None
+        with self._lock:
+            sent = self.usage_sent.setdefault(kind, {"prompt": 0, "completion": 0})
+            sent["prompt"] += prompt_words
+            sent["completion"] += completion_words
+        return {"prompt_tokens": prompt_words, "completion_tokens": completion_words,
+                "total_tokens": prompt_words + completion_words}
 
     def _record(self, kind: str, messages: list[dict[str, Any]]) -> str | None:
         """Record a request; return the injected action for it, if a rule matches."""

@@ -49,7 +49,8 @@ def test_christmas_carol_through_the_processor_gives_the_client_paths_graph(ray_
     assert counts["glean"] == report.chunks  # one gleaning round, answered "nothing missed"
     assert report.llm_requests == counts["extract"] + counts["glean"]
     assert report.summaries > 0 and counts["summary"] >= report.summaries
-    assert report.llm_tokens > 0
+    assert (report.llm_prompt_tokens, report.llm_completion_tokens) == llm.sent_tokens() and llm.sent_tokens()[1] > 0
+    assert report.llm_unmetered_requests == 0
     want_entities, want_relations = expected_graph(passages)
     assert (report.entities, report.relations) == (len(want_entities), len(want_relations))
     assert _keys(dump_graph(batch)) == (want_entities, want_relations)

@@ -13,7 +13,6 @@ import pytest
 from lightrag_ray.config import ExtractionConfig, LLMConfig, Settings
 from lightrag_ray.models.llm_processor import (
     ERROR_COLUMN,
-    TOKENS_COLUMN,
     VLLM_MISSING,
     _settle,
     answer_of,
@@ -25,6 +24,7 @@ from lightrag_ray.models.llm_processor import (
     vllm_processor_config,
 )
 from lightrag_ray.models.openai_http import chat_payload
+from lightrag_ray.models.usage import TokenUsage
 
 data_llm = pytest.importorskip("ray.data.llm")
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
@@ -120,13 +120,17 @@ def test_request_fields_per_backend() -> None:
 
 def test_answers_errors_and_tokens_are_read_back() -> None:
     vllm, _ = _configs()
-    assert answer_of(vllm, {"generated_text": "entity<|#|>A", "num_generated_tokens": 7}) == ("entity<|#|>A", "", 7)
+    assert answer_of(vllm, {"generated_text": "entity<|#|>A", "num_input_tokens": 30, "num_generated_tokens": 7}) == (
+        "entity<|#|>A", "", TokenUsage(30, 7, calls=1))
     assert answer_of(vllm, {"generated_text": "", "num_generated_tokens": 0})[1] == "vLLM returned no text"
     http, _ = _configs({"backend": "openai-batch"})
-    ok = {"choices": [{"message": {"role": "assistant", "content": "done"}}], "usage": {"completion_tokens": 3}}
-    assert answer_of(http, {"http_response": ok}) == ("done", "", 3)
-    answer, error, tokens = answer_of(http, {"http_response": {"error": {"message": "internal error"}}})
-    assert (answer, tokens) == ("", 0) and "no choices" in error and "internal error" in error
+    ok = {"choices": [{"message": {"role": "assistant", "content": "done"}}],
+          "usage": {"prompt_tokens": 12, "completion_tokens": 3}}
+    assert answer_of(http, {"http_response": ok}) == ("done", "", TokenUsage(12, 3, calls=1))
+    no_usage = {"choices": [{"message": {"role": "assistant", "content": "done"}}]}
+    assert answer_of(http, {"http_response": no_usage})[2] == TokenUsage(calls=1, unmetered=1)
+    answer, error, usage = answer_of(http, {"http_response": {"error": {"message": "internal error"}}})
+    assert (answer, usage) == ("", TokenUsage()) and "no choices" in error and "internal error" in error
 
 
 def test_rows_an_engine_failed_are_parsed_as_failures() -> None:
@@ -136,10 +140,11 @@ def test_rows_an_engine_failed_are_parsed_as_failures() -> None:
     failed = {"id": "c1", "messages": [], "generated_text": "", ERROR_COLUMN: "prompt too long"}
     settled = _settle(failed, parse=parse, columns=("id", "answer", "error"))
     assert settled["id"] == "c1" and settled["answer"] == "" and "prompt too long" in settled["error"]
-    assert settled[TOKENS_COLUMN] == 0
-    good = {"id": "c2", "answer": "x", "error": "", TOKENS_COLUMN: 4, ERROR_COLUMN: "", "prompt": None}
+    assert TokenUsage.of_row(settled) == TokenUsage()
+    usage = TokenUsage(20, 4).counts()
+    good = {"id": "c2", "answer": "x", "error": "", **usage, ERROR_COLUMN: "", "prompt": None}
     assert _settle(good, parse=parse, columns=("id", "answer", "error")) == {
-        "id": "c2", "answer": "x", "error": "", TOKENS_COLUMN: 4}
+        "id": "c2", "answer": "x", "error": "", **usage}
 
 
 def test_backends_that_use_a_processor() -> None:
@@ -199,7 +204,7 @@ def test_gpu_smoke_script_indexes_the_book_with_the_vllm_backend(tmp_path) -> No
     stub_dir.mkdir()
     calls = tmp_path / "calls"
     report = {"chunks": 40, "chunks_failed": 0, "entities": 500, "relations": 800, "summaries": 20,
-              "llm_requests": 80, "llm_tokens": 40000, "seconds": 20.0, "errors": []}
+              "llm_requests": 80, "llm_completion_tokens": 40000, "seconds": 20.0, "errors": []}
     stub = stub_dir / "lightrag-ray"
     stub.write_text(f"#!/bin/sh\necho \"$LIGHTRAG_RAY__EXTRACTION__NUM_GPUS $*\" > {shlex.quote(str(calls))}\n"
                     f"echo {shlex.quote(json.dumps(report))}\n")

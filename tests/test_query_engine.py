@@ -46,11 +46,11 @@ class CannedLLM:
         self.answer = answer
         self.prompts: list[list[dict[str, str]]] = []
 
-    async def complete(self, messages, *, max_tokens=None) -> str:
+    async def complete(self, messages, *, max_tokens=None, call=None) -> str:
         self.prompts.append(messages)
         return self.answer
 
-    async def stream(self, messages, *, max_tokens=None) -> AsyncIterator[str]:
+    async def stream(self, messages, *, max_tokens=None, call=None) -> AsyncIterator[str]:
         self.prompts.append(messages)
         for word in self.answer.split(" "):
             yield word + " "

@@ -140,7 +140,7 @@ def test_prompts_update_the_base_in_one_request_or_map_reduce_when_too_long():
         def __init__(self) -> None:
             self.prompts: list[str] = []
 
-        async def complete(self, messages: list[dict[str, str]]) -> str:
+        async def complete(self, messages: list[dict[str, str]], call: object = None) -> str:
             self.prompts.append(messages[0]["content"])
             return f"answer {len(self.prompts)}"
 

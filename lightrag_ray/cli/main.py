@@ -331,8 +331,18 @@ def _index_summary(r: dict[str, Any]) -> list[str]:
         f"{r['chunks_failed']} failed; {r['llm_requests']} LLM requests, {r['summaries']} summaries)",
         f"graph: {r['entities']} entities, {r['relations']} relations, version {r['graph_version']}; "
         f"{r['vectors_upserted']} vectors stored in {r['seconds']} s",
+        *([_tokens_line(r)] if r["llm_prompt_tokens"] or r["llm_completion_tokens"] or r["llm_unmetered_requests"]
+          else []),
         *(f"error: {e['file_path']}: {e['error']}" for e in r["errors"]),
     ]
+
+
+def _tokens_line(r: dict[str, Any]) -> str:
+    """The LLM tokens of an index report: "unknown" when the server reported none for some call."""
+    if r["llm_unmetered_requests"]:
+        return f"LLM tokens: unknown ({r['llm_unmetered_requests']} calls without usage from the server)"
+    cost = f", estimated cost {r['llm_cost']:.4g}" if r["llm_cost"] is not None else ""
+    return f"LLM tokens: {r['llm_prompt_tokens']} prompt, {r['llm_completion_tokens']} completion{cost}"
 
 
 def _query(args: argparse.Namespace) -> int:

@@ -30,7 +30,8 @@ from lightrag_ray.core.records import Extraction
 from lightrag_ray.index.stages.extract import extraction_result
 from lightrag_ray.index.summaries import level_messages, summary_limits
 from lightrag_ray.models.llm import LLMError
-from lightrag_ray.models.llm_processor import TOKENS_COLUMN, build_llm_processor
+from lightrag_ray.models.llm_processor import build_llm_processor
+from lightrag_ray.models.usage import TokenUsage
 from lightrag_ray.storage.extraction_cache import SCHEMA, extraction_fingerprint, from_row, to_row, write_rows
 from lightrag_ray.storage.workspace import Workspace
 
@@ -88,11 +89,13 @@ class _Chunk:
     result: Extraction
     conversation: str
     answer: str
+    usage: TokenUsage  # of its calls so far
     requests: int = 1
 
     def advance(self, row: Row) -> bool:
         """Take one gleaning answer; True when it added records (worth another round)."""
         self.requests += 1
+        self.usage += TokenUsage.of_row(row)
         extra = from_row(row)
         if row["error"] or not (extra.entities or extra.relations):
             return False
@@ -108,8 +111,8 @@ class _Chunk:
 class ProcessorRuns:
     """The LLM work of one indexing run through ray.data.llm processors.
 
-    ``map_args`` are the Ray options of the pre/postprocess tasks (``num_cpus``, ...);
-    ``tokens`` counts the tokens the LLM generated (as the engine or server reports them).
+    ``map_args`` are the Ray options of the pre/postprocess tasks (``num_cpus``, ...). Output
+    rows carry the token usage of their calls (``USAGE_COLUMNS``), as the engine or server reported it.
     """
 
     def __init__(self, settings: Settings, workspace: Workspace, map_args: dict[str, Any]) -> None:
@@ -117,7 +120,6 @@ class ProcessorRuns:
         self.workspace = workspace
         self.map_args = map_args
         self.fingerprint = extraction_fingerprint(settings)
-        self.tokens = 0
         self.text_keys: dict[str, str] = {}  # chunk id -> text key of the chunks being extracted
 
     def _pass(self, stage: ExtractionPass | SummaryPass, columns: tuple[str, ...], rows: list[Row],
@@ -136,7 +138,6 @@ class ProcessorRuns:
                 out = batch.to_dict("records")
                 for row in out:
                     left.pop(key(row), None)
-                    self.tokens += int(row.pop(TOKENS_COLUMN) or 0)
                 yield out
         except RayError as exc:
             lines = str(exc).strip().splitlines() or [""]
@@ -159,7 +160,7 @@ class ProcessorRuns:
                     chunk = current.get(row["chunk_id"])
                     if chunk is None:
                         chunk = _Chunk(row["doc_id"], row["file_path"], from_row(row), row["conversation"],
-                                       row["answer"])
+                                       row["answer"], TokenUsage.of_row(row))
                         more = not row["error"]
                     else:
                         more = chunk.advance(row)
@@ -176,7 +177,7 @@ class ProcessorRuns:
     def _done(self, chunk_id: str, chunk: _Chunk, error: str) -> Row:
         result = Extraction() if error else chunk.result
         return {**to_row(chunk_id, chunk.doc_id, self.fingerprint, result, chunk.requests,
-                         self.text_keys.get(chunk_id, "")), "error": error}
+                         self.text_keys.get(chunk_id, "")), "error": error, **chunk.usage.counts()}
 
     def _written(self, rows: list[Row]) -> list[Row]:
         good = [{k: row[k] for k in SCHEMA.names} for row in rows if not row["error"]]
@@ -185,13 +186,14 @@ class ProcessorRuns:
         return rows
 
     def summarize(self, items: list[Row]) -> list[Row]:
-        """Rows (kind, name, hash, base, fragments) -> rows (hash, summary, error), as
+        """Rows (kind, name, hash, base, fragments) -> rows (hash, summary, error, token usage), as
         ``SummarizeItems`` returns them: one pass per map-reduce level."""
         limits = summary_limits(self.settings)
         names = {str(item["hash"]): (str(item["kind"]), str(item["name"])) for item in items}
         bases = {str(item["hash"]): str(item.get("base") or "") for item in items}
         fragments = {str(item["hash"]): [str(f) for f in item["fragments"]] for item in items}
         results: list[Row] = []
+        spent: dict[str, TokenUsage] = defaultdict(TokenUsage)
         while fragments:
             rows = [{"hash": item, "group": group, "conversation": json.dumps(messages, ensure_ascii=False)}
                     for item, parts in fragments.items()
@@ -202,13 +204,14 @@ class ProcessorRuns:
             for out in self._pass(SummaryPass(), SUMMARY_COLUMNS, rows, key=lambda row: (row["hash"], int(row["group"]))):
                 for row in out:
                     answers[row["hash"]][int(row["group"])] = row
+                    spent[row["hash"]] += TokenUsage.of_row(row)
             fragments = {}
             for item, groups in answers.items():
                 errors = [row["error"] for row in groups.values() if row["error"]]
                 if errors:
-                    results.append({"hash": item, "summary": "", "error": errors[0]})
+                    results.append({"hash": item, "summary": "", "error": errors[0], **spent[item].counts()})
                 elif len(groups) == 1:
-                    results.append({"hash": item, "summary": groups[0]["answer"], "error": ""})
+                    results.append({"hash": item, "summary": groups[0]["answer"], "error": "", **spent[item].counts()})
                 else:
                     fragments[item] = [groups[group]["answer"] for group in sorted(groups)]
         return results

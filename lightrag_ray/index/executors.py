@@ -39,7 +39,8 @@ from lightrag_ray.index.stages.embed import ChunkStamp, EmbedChunks
 from lightrag_ray.index.stages.extract import extraction_stage
 from lightrag_ray.index.stages.merge import MergeIntoShards
 from lightrag_ray.index.stages.read import ReadFiles, path_batches
-from lightrag_ray.index.stages.summarise import ApplySummaries, SummarizeItems, pending_partitions, summarise_in_process
+from lightrag_ray.index.stages.summarise import (
+    ApplySummaries, SummarizeItems, no_summaries, pending_partitions, summarise_in_process)
 from lightrag_ray.ray_runtime import actor_pool
 from lightrag_ray.storage.extraction_cache import CacheIndex, extraction_fingerprint
 from lightrag_ray.storage.graph.handles import ShardHandles
@@ -109,8 +110,6 @@ class Executor(Protocol):
 
     name: str
 
-    @property
-    def tokens(self) -> int: ...
     def chunk(self, files: list[Row]) -> Iterator[Row]: ...
     def extract(self, chunks: int, embedded: Callable[[int], None]) -> Generator[Row, None, None]: ...
     def summarise(self) -> dict[str, int]: ...
@@ -158,7 +157,6 @@ class InProcess:
     """Every stage in this process, batch by batch (see the module doc)."""
 
     name = "driver"
-    tokens = 0  # LLM tokens generated, as processors report them (the other executors do not count them)
 
     def __init__(self, parts: RunParts) -> None:
         self.parts = parts
@@ -261,7 +259,6 @@ class RayDataPools:
     """Ray Data streams (see the module doc)."""
 
     name = "ray-data"
-    tokens = 0
 
     def __init__(self, parts: RunParts) -> None:
         self.parts = parts
@@ -302,7 +299,7 @@ class RayDataPools:
 
     def summarise(self) -> dict[str, int]:
         parts, ex = self.parts, self.parts.settings.extraction
-        totals = {"summaries": 0, "summaries_failed": 0}
+        totals = no_summaries()
         if parts.settings.llm.backend == "none":
             return totals
         refs = pending_partitions(parts.graph, parts.settings, parts.task_args)
@@ -334,10 +331,6 @@ class Processors(RayDataPools):
         super().__init__(parts)
         self.runs = ProcessorRuns(parts.settings, parts.run.workspace, parts.task_args)
 
-    @property
-    def tokens(self) -> int:  # type: ignore[override]
-        return self.runs.tokens
-
     def extract(self, chunks: int, embedded: Callable[[int], None]) -> Generator[Row, None, None]:
         parts = self.parts
         rows = [row for batch in _run_chunks(parts.run, 1024) for row in batch]
@@ -358,7 +351,7 @@ class Processors(RayDataPools):
         graph = self.parts.settings.graph
         todo = self.parts.graph.pending_summaries(graph.summary_max_fragments, graph.summary_max_tokens)
         if not todo:
-            return {"summaries": 0, "summaries_failed": 0}
+            return no_summaries()
         return ApplySummaries(self.parts.graph)(self.runs.summarize(todo))[0]
 
 

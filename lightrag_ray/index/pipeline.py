@@ -39,6 +39,7 @@ from lightrag_ray.index.stages.read import ReadFiles
 from lightrag_ray.index.sync import SourceSync
 from lightrag_ray.metrics.client import metrics
 from lightrag_ray.models.llm_processor import require_vllm
+from lightrag_ray.models.usage import TokenUsage, model_price
 from lightrag_ray.ray_runtime import ensure_ray, niceness_options
 from lightrag_ray.storage import extraction_cache, sources
 from lightrag_ray.storage import manifest as manifests
@@ -73,7 +74,12 @@ class IndexReport:
     chunks_extracted: int = 0
     chunks_failed: int = 0
     llm_requests: int = 0
-    llm_tokens: int = 0  # generated tokens, as ray.data.llm processors report them (0 for other backends)
+    # Tokens of the run's LLM calls (extraction, gleaning, summaries) as the server reported them;
+    # llm_unmetered_requests: calls it reported none for (the totals are then unknown)
+    llm_prompt_tokens: int = 0
+    llm_completion_tokens: int = 0
+    llm_unmetered_requests: int = 0
+    llm_cost: float | None = None  # estimated from metrics.prices; None without a price or when unknown
     records_dropped: int = 0
     summaries: int = 0
     alias_links: int = 0  # alias link ends made or removed by the alias pass (index.stages.aliases)
@@ -95,6 +101,11 @@ class IndexReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def usage(self) -> TokenUsage:
+        """The token usage of the run's LLM calls."""
+        return TokenUsage.of_row(vars(self))
 
     def add(self, counts: dict[str, Any]) -> None:
         """Add a count row's numbers to the fields of the same name."""
@@ -207,6 +218,7 @@ class IndexRun:
         finally:
             self._resources = self._job_scope = None
             self.report.seconds = round(time.monotonic() - started, 2)
+            self.report.llm_cost = self.report.usage.cost(model_price(self.settings))
             self.metrics.ended(outcome, self.report)
         return self.report
 
@@ -426,13 +438,11 @@ class IndexRun:
                 self.metrics.counts(self.report)
                 extracting.advance(int(counts["chunks_merged"]))
                 self._check_stop()
-        self.report.llm_tokens = self._executor.tokens
 
     def _summarise(self) -> None:
         self.say("summarising long descriptions")
         counts = self._executor.summarise()
-        self.report.summaries += counts["summaries"]
-        self.report.llm_tokens = self._executor.tokens
+        self.report.add({key: value for key, value in counts.items() if key != "summaries_failed"})
         if counts["summaries_failed"]:
             self.say(f"{counts['summaries_failed']} summaries failed; their descriptions stay unsummarised")
 

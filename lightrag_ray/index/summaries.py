@@ -10,6 +10,7 @@ from lightrag_ray.config import Settings
 from lightrag_ray.core import prompts
 from lightrag_ray.core.tokenizer import count_tokens
 from lightrag_ray.models.llm import LLMClient, Messages
+from lightrag_ray.models.usage import LLMCall
 
 
 def _groups(fragments: list[str], max_input_tokens: int) -> list[list[str]]:
@@ -48,14 +49,15 @@ def level_messages(
 
 
 async def summarize(
-    client: LLMClient, kind: str, name: str, fragments: list[str], base: str = "", **limits: Any
+    client: LLMClient, kind: str, name: str, fragments: list[str], base: str = "", call: LLMCall | None = None,
+    **limits: Any,
 ) -> str:
     """One description from many (and the previous summary ``base``, if any): summarise
-    groups that fit a prompt, then their summaries (``limits``: see ``summary_limits``)."""
+    groups that fit a prompt, then their summaries (``limits``: see ``summary_limits``; ``call``
+    adds up the calls' usage)."""
     while True:
-        answers = await asyncio.gather(
-            *(client.complete(messages) for messages in level_messages(kind, name, fragments, base=base, **limits))
-        )
+        answers = await asyncio.gather(*(client.complete(messages, call=call) for messages in
+                                         level_messages(kind, name, fragments, base=base, **limits)))
         fragments, base = [answer.strip() for answer in answers], ""
         if len(fragments) == 1:
             return fragments[0]

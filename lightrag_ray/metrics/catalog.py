@@ -76,7 +76,7 @@ METRICS: tuple[MetricSpec, ...] = (
     _counter("llm_tokens", "LLM tokens by kind and type (prompt, completion), as the server reported them.",
              "workspace", "kind", "type"),
     _counter("llm_unmetered_requests", "LLM calls whose server reported no token usage.", "workspace", "kind"),
-    _counter("llm_cost", "Estimated LLM cost in the configured currency (llm.prices).", "workspace", "kind"),
+    _counter("llm_cost", "Estimated LLM cost in the currency of metrics.prices.", "workspace", "kind"),
     # queries (recorded by the Serve ingress, or the process of a LocalSession)
     _counter("query_requests", "Query requests by route, mode and HTTP status.", "workspace", "route", "mode",
              "status"),

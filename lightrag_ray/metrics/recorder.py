@@ -20,14 +20,13 @@ from typing import Any
 import ray
 from ray.util import metrics as ray_metrics
 
-from lightrag_ray.metrics.catalog import Batch, MetricSpec, spec
+from lightrag_ray.metrics.catalog import Batch, MetricSpec, Tags, spec
 
 NAME = "lightrag_metrics"
 NAMESPACE = "lightrag_metrics"
 OTHER_WORKSPACES = "other"  # the label of workspaces past the cap
 ALL_WORKSPACES = "all"  # the label when workspace labels are off
 GAUGE_REFRESH_S = 1.0  # under the agent's eviction age, two report intervals of at least 1 s
-
 
 
 def _make(metric: MetricSpec) -> Any:

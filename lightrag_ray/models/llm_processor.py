@@ -28,11 +28,11 @@ import aiohttp
 from lightrag_ray.config import ExtractionConfig, LLMConfig
 from lightrag_ray.models.llm import LLMError, Messages
 from lightrag_ray.models.openai_http import chat_payload, completion_text
+from lightrag_ray.models.usage import USAGE_COLUMNS, TokenUsage
 
 PROCESSOR_BACKENDS = ("vllm", "openai-batch")
 VLLM_MISSING = "llm.backend=vllm needs vLLM here and on the GPU nodes: pip install 'ray[llm]' (or use the -gpu image)"
 ERROR_COLUMN = "__inference_error__"  # set by Ray on rows an engine failed (should_continue_on_error)
-TOKENS_COLUMN = "llm_tokens"  # added to every output row: tokens generated for it
 
 Prompt = Callable[[dict[str, Any]], dict[str, Any]]
 Parse = Callable[[dict[str, Any], str, str], dict[str, Any]]
@@ -110,18 +110,21 @@ def request_fields(llm: LLMConfig, messages: Messages) -> dict[str, Any]:
     return {"payload": chat_payload(llm, messages)}
 
 
-def answer_of(llm: LLMConfig, row: dict[str, Any]) -> tuple[str, str, int]:
-    """(answer, error, generated tokens) of an engine output row; answer or error is empty."""
+def answer_of(llm: LLMConfig, row: dict[str, Any]) -> tuple[str, str, TokenUsage]:
+    """(answer, error, token usage) of an engine output row; answer or error is empty (a failed
+    call adds no usage, an answer without the server's usage is unmetered)."""
     if llm.backend == "vllm":
-        text, tokens = row.get("generated_text"), int(row.get("num_generated_tokens") or 0)
-        return (text, "", tokens) if isinstance(text, str) and text else ("", "vLLM returned no text", tokens)
+        text = row.get("generated_text")
+        if not (isinstance(text, str) and text):
+            return "", "vLLM returned no text", TokenUsage()
+        usage = TokenUsage(int(row.get("num_input_tokens") or 0), int(row.get("num_generated_tokens") or 0), calls=1)
+        return text, "", usage
     body = row.get("http_response")
-    usage = body.get("usage") if isinstance(body, dict) else None
-    tokens = int(usage.get("completion_tokens") or 0) if isinstance(usage, dict) else 0
     try:
-        return completion_text(body), "", tokens
+        text = completion_text(body)
+        return text, "", TokenUsage.reported(body.get("usage") if isinstance(body, dict) else None)
     except LLMError as exc:
-        return "", str(exc), tokens
+        return "", str(exc), TokenUsage()
 
 
 def _preprocess(row: dict[str, Any], *, prompt: Prompt, llm: LLMConfig) -> dict[str, Any]:
@@ -130,17 +133,17 @@ def _preprocess(row: dict[str, Any], *, prompt: Prompt, llm: LLMConfig) -> dict[
 
 
 def _postprocess(row: dict[str, Any], *, parse: Parse, llm: LLMConfig) -> dict[str, Any]:
-    answer, error, tokens = answer_of(llm, row)
-    return {**parse(row, answer, error), TOKENS_COLUMN: tokens}
+    answer, error, usage = answer_of(llm, row)
+    return {**parse(row, answer, error), **usage.counts()}
 
 
 def _settle(row: dict[str, Any], *, parse: Parse, columns: tuple[str, ...]) -> dict[str, Any]:
     """A row the engine failed (it skipped postprocess) -> ``parse(row, "", error)``; every
-    row -> exactly ``columns`` and ``TOKENS_COLUMN``."""
+    row -> exactly ``columns`` and ``USAGE_COLUMNS``."""
     error = row.get(ERROR_COLUMN)
     if error:
-        row = {**parse(row, "", f"LLM engine failed on this row: {str(error)[:300]}"), TOKENS_COLUMN: 0}
-    return {column: row[column] for column in (*columns, TOKENS_COLUMN)}
+        row = {**parse(row, "", f"LLM engine failed on this row: {str(error)[:300]}"), **TokenUsage().counts()}
+    return {column: row[column] for column in (*columns, *USAGE_COLUMNS)}
 
 
 def processor_config(llm: LLMConfig, extraction: ExtractionConfig) -> Any:
@@ -160,7 +163,7 @@ def build_llm_processor(
     columns: tuple[str, ...], map_args: dict[str, Any],
 ) -> Callable[[Any], Any]:
     """``dataset -> dataset``: prompt each row, ask the LLM, parse each answer into ``columns``
-    (plus ``TOKENS_COLUMN``).
+    (plus the token usage, ``USAGE_COLUMNS``).
 
     ``prompt`` and ``parse`` run as the processor's preprocess and postprocess (Ray Data
     tasks with ``map_args``, e.g. ``num_cpus``); ``parse`` gets ``(row, answer, "")`` for an

@@ -12,6 +12,8 @@ from typing import Protocol
 
 import httpx
 
+from lightrag_ray.models.usage import Cause, Metering
+
 MAX_RETRY_AFTER_S = 30.0
 
 
@@ -92,28 +94,32 @@ class RetryingSender:
         self.stats["failures"] += 1
         return self.error(message)
 
-    async def send(self, attempt: Callable[[], Awaitable[httpx.Response]]) -> httpx.Response:
-        """Run ``attempt`` until it gives a 2xx response; retry 429/5xx/timeouts/connection errors."""
+    async def send(self, attempt: Callable[[], Awaitable[httpx.Response]],
+                   meter: Metering | None = None) -> httpx.Response:
+        """Run ``attempt`` until it gives a 2xx response; retry 429/5xx/timeouts/connection errors.
+        ``meter`` hears of the retries and of the cause when the call fails for good."""
         self.stats["requests"] += 1
+        meter = meter or Metering()
         attempts = self.settings.max_retries + 1
         last = ""
+        cause: Cause = "error"
         for number in range(attempts):
             delay = self.settings.backoff_s * 2**number * (1 + random.uniform(0, 0.1))
             try:
                 response = await attempt()
             except (httpx.TimeoutException, asyncio.TimeoutError):
-                last = f"timed out after {self.settings.timeout_s:g} s"
+                last, cause = f"timed out after {self.settings.timeout_s:g} s", "timeout"
             except httpx.UnsupportedProtocol as exc:
                 raise self.fail(f"{self.what} request to {self.url} impossible: {exc}") from exc
             except httpx.TransportError as exc:
-                last = f"connection error to {self.url}: {type(exc).__name__}: {exc}"
+                last, cause = f"connection error to {self.url}: {type(exc).__name__}: {exc}", "error"
             else:
                 status = response.status_code
                 if status < 400:
                     return response
                 await response.aread()
                 await response.aclose()
-                last = f"HTTP {status}: {server_message(response)}"
+                last, cause = f"HTTP {status}: {server_message(response)}", "429" if status == 429 else "error"
                 if status != 429 and status < 500:
                     raise self.fail(f"{self.what} request rejected by {self.url}: {last}")
                 retry_after = _retry_after(response)
@@ -121,5 +127,7 @@ class RetryingSender:
                     delay = retry_after
             if number + 1 < attempts:
                 self.stats["retries"] += 1
+                meter.retries += 1
                 await asyncio.sleep(delay)
+        meter.cause = cause
         raise self.fail(f"{self.what} request failed after {attempts} attempts: {last}")

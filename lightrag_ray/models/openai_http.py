@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import httpx
@@ -12,17 +13,19 @@ import httpx
 from lightrag_ray.config import LLMConfig
 from lightrag_ray.models.llm import LLMError, Messages
 from lightrag_ray.models.model_http import LoopClient, RetryingSender
+from lightrag_ray.models.usage import LLMCall, Metering, TokenUsage, metered
 
 
 def chat_payload(config: LLMConfig, messages: Messages, *, max_tokens: int | None = None,
                  stream: bool = False) -> dict[str, Any]:
-    """The JSON body of a ``/chat/completions`` request."""
+    """The JSON body of a ``/chat/completions`` request (a stream asks for its usage in a last chunk)."""
     return {
         "model": config.model,
         "messages": messages,
         "temperature": config.temperature,
         "max_tokens": max_tokens or config.max_tokens,
         "stream": stream,
+        **({"stream_options": {"include_usage": True}} if stream else {}),
     }
 
 
@@ -60,30 +63,43 @@ class OpenAICompatibleClient:
             self._semaphore = asyncio.Semaphore(self.config.max_concurrency)
         return self._http.get()
 
-    async def complete(self, messages: Messages, *, max_tokens: int | None = None) -> str:
+    async def complete(self, messages: Messages, *, max_tokens: int | None = None,
+                       call: LLMCall | None = None) -> str:
         """The whole answer; raises LLMError when it cannot be had."""
         client = self._client()
         payload = chat_payload(self.config, messages, max_tokens=max_tokens)
-        async with self._semaphore:
-            response = await self._sender.send(
-                lambda: asyncio.wait_for(client.post(self.url, json=payload), self.config.timeout_s)
-            )
-        try:
-            body = response.json()
-        except ValueError as exc:
-            raise self._sender.fail(f"LLM answer is not JSON: {response.text[:200]!r}") from exc
-        try:
-            return completion_text(body)
-        except LLMError as exc:
-            raise self._sender.fail(str(exc)) from None
+        with metered(call) as meter:
+            async with self._semaphore:
+                response = await self._sender.send(
+                    lambda: asyncio.wait_for(client.post(self.url, json=payload), self.config.timeout_s), meter
+                )
+            try:
+                body = response.json()
+            except ValueError as exc:
+                raise self._sender.fail(f"LLM answer is not JSON: {response.text[:200]!r}") from exc
+            try:
+                text = completion_text(body)
+            except LLMError as exc:
+                raise self._sender.fail(str(exc)) from None
+            meter.usage = TokenUsage.reported(body.get("usage"))
+            return text
 
-    async def stream(self, messages: Messages, *, max_tokens: int | None = None) -> AsyncIterator[str]:
-        """The answer piece by piece, from the server's SSE stream."""
+    async def stream(self, messages: Messages, *, max_tokens: int | None = None,
+                     call: LLMCall | None = None) -> AsyncIterator[str]:
+        """The answer piece by piece, from the server's SSE stream; its usage from the last chunk
+        that carries one (``stream_options.include_usage``)."""
         client = self._client()
         payload = chat_payload(self.config, messages, max_tokens=max_tokens, stream=True)
+        with metered(call) as meter:
+            async with contextlib.aclosing(self._stream(client, payload, meter)) as pieces:
+                async for piece in pieces:
+                    yield piece
+
+    async def _stream(self, client: httpx.AsyncClient, payload: dict[str, Any],
+                      meter: Metering) -> AsyncGenerator[str, None]:
         async with self._semaphore:
             response = await self._sender.send(
-                lambda: client.send(client.build_request("POST", self.url, json=payload), stream=True)
+                lambda: client.send(client.build_request("POST", self.url, json=payload), stream=True), meter
             )
             got_any = False
             try:
@@ -99,6 +115,8 @@ class OpenAICompatibleClient:
                         raise self._sender.fail(f"LLM stream sent a bad chunk: {data[:200]!r}") from exc
                     if "error" in chunk:
                         raise self._sender.fail(f"LLM stream error: {str(chunk['error'])[:300]}")
+                    if chunk.get("usage"):
+                        meter.usage = TokenUsage.reported(chunk["usage"])
                     for choice in chunk.get("choices") or []:
                         piece = (choice.get("delta") or {}).get("content")
                         if piece:

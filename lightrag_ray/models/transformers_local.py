@@ -23,6 +23,7 @@ from typing import Any
 
 from lightrag_ray.config import LLMConfig
 from lightrag_ray.models.llm import LLMError, Messages
+from lightrag_ray.models.usage import LLMCall, TokenUsage, metered
 
 logger = logging.getLogger(__name__)
 
@@ -237,7 +238,8 @@ class TransformersClient:
         text = "\n".join(f"{m['role']}: {m['content']}" for m in messages) + "\nassistant:"
         return tokenizer(text, return_tensors="pt")
 
-    def _generate(self, messages: Messages, max_tokens: int | None) -> str:
+    def _generate(self, messages: Messages, max_tokens: int | None) -> tuple[str, TokenUsage]:
+        """The new text and its exact usage (prompt and generated tokens)."""
         import torch
 
         with self._lock:
@@ -262,19 +264,25 @@ class TransformersClient:
                     output = self._model.generate(**inputs, **options)
             except Exception as exc:  # noqa: BLE001
                 raise LLMError(f"generation failed: {type(exc).__name__}: {exc}") from exc
-            new_tokens = output[0, inputs["input_ids"].shape[1]:]
+            prompt_tokens = int(inputs["input_ids"].shape[1])
+            new_tokens = output[0, prompt_tokens:]
             self.stats["requests"] += 1
             self.stats["generated_tokens"] += int(new_tokens.shape[0])
             self.stats["generate_s"] += time.perf_counter() - started
-            return self._tokenizer.decode(new_tokens, skip_special_tokens=True)
+            usage = TokenUsage(prompt_tokens, int(new_tokens.shape[0]), calls=1)
+            return self._tokenizer.decode(new_tokens, skip_special_tokens=True), usage
 
-    async def complete(self, messages: Messages, *, max_tokens: int | None = None) -> str:
+    async def complete(self, messages: Messages, *, max_tokens: int | None = None,
+                       call: LLMCall | None = None) -> str:
         """The generated answer (new text only); concurrent calls run one after another."""
-        return await asyncio.to_thread(self._generate, messages, max_tokens)
+        with metered(call) as meter:
+            text, meter.usage = await asyncio.to_thread(self._generate, messages, max_tokens)
+            return text
 
-    async def stream(self, messages: Messages, *, max_tokens: int | None = None) -> AsyncIterator[str]:
+    async def stream(self, messages: Messages, *, max_tokens: int | None = None,
+                     call: LLMCall | None = None) -> AsyncIterator[str]:
         """The whole completion as one piece (no token streaming)."""
-        yield await self.complete(messages, max_tokens=max_tokens)
+        yield await self.complete(messages, max_tokens=max_tokens, call=call)
 
     def _release(self) -> None:
         with self._lock:  # waits for a running generation

@@ -30,8 +30,9 @@ from lightrag_ray.core import prompts
 from lightrag_ray.core.context import Budgets, QueryContext, build_context
 from lightrag_ray.core.keywords import Keywords, keywords_without_llm, parse_keywords
 from lightrag_ray.core.ranking import graph_chunk_ranking, interleave, rank_local_relations, relevance_ranking
-from lightrag_ray.core.tokenizer import count_tokens
+from lightrag_ray.core.tokenizer import count_tokens, message_tokens
 from lightrag_ray.models.llm import LLMClient
+from lightrag_ray.models.usage import CallKind, LLMCall, TokenUsage
 from lightrag_ray.models.rerank import Reranker, RerankError
 from lightrag_ray.query.fusion import fuse, lexical_weight
 from lightrag_ray.query.params import DEFAULT_MODE, QueryParam
@@ -39,7 +40,7 @@ from lightrag_ray.query.query_metrics import begin_query, context_returned, obse
 from lightrag_ray.query.stores import GraphLookup, TextEmbedder, VectorIndex
 from lightrag_ray.query.walk import WalkWeights, lexical_passages, walk_ranking
 
-__all__ = ["DEFAULT_MODE", "AnswerStream", "Prepared", "QueryEngine", "QueryParam", "QueryResult"]  # params: re-exported
+__all__ = ["DEFAULT_MODE", "AnswerStream", "AnswerUsage", "Prepared", "QueryEngine", "QueryParam", "QueryResult"]  # params: re-exported
 LOG = logging.getLogger(__name__)
 DENSE_ONLY = ("vectors only: this workspace's collections have no BM25 text yet; "
               "`lightrag-ray upgrade` or the next index run adds it (no LLM call)")
@@ -75,31 +76,71 @@ class SearchVectors:
 
 @dataclass
 class Prepared:
-    """What an answer is generated from: the retrieved context, its keywords, the LLM calls
-    retrieval made and the messages of the answer call."""
+    """What an answer is generated from: the question, the retrieved context, its keywords, the
+    LLM calls retrieval made, their token usage and the messages of the answer call."""
 
+    question: str
     context: QueryContext
     keywords: Keywords
     llm_calls: int
+    usage: TokenUsage
     messages: list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class AnswerUsage:
+    """The tokens an answer used (its keyword call and answer call): the server's figures, or
+    a tiktoken estimate (``estimated``) when it did not report them for every call."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    estimated: bool
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        """The response's ``usage`` object (OpenAI's fields plus ``estimated``)."""
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "total_tokens": self.total_tokens, "estimated": self.estimated}
+
+
+def answer_usage(prepared: Prepared, answer: str, answered: TokenUsage, generated: bool, encoding: str,
+                 keywords: bool = True) -> AnswerUsage:
+    """What an answer used: the answer call's usage (``answered``; no answer call unless
+    ``generated``), and with ``keywords`` the keyword call's (``prepared.usage``), when the server
+    reported every call's; else the estimate of their messages and answers."""
+    keyword_calls = prepared.llm_calls if keywords else 0
+    spent = (prepared.usage if keywords else TokenUsage()) + answered
+    if spent.known and spent.calls == keyword_calls + int(generated):
+        return AnswerUsage(spent.prompt, spent.completion, estimated=False)
+    prompt = message_tokens(prepared.messages, encoding) if generated else 0
+    completion = count_tokens(answer, encoding)
+    if keyword_calls:
+        prompt += message_tokens(prompts.keywords_messages(prepared.question), encoding)
+        completion += count_tokens(prepared.keywords.answer, encoding)
+    return AnswerUsage(prompt, completion, estimated=True)
 
 
 @dataclass
 class QueryResult:
-    """An answer with the context and keywords it came from (and the answer call's messages,
-    which ``to_dict`` leaves out)."""
+    """An answer with the context and keywords it came from, the tokens it used (and the answer
+    call's messages, which ``to_dict`` leaves out)."""
 
     answer: str
     context: QueryContext
     keywords: Keywords
     mode: str
     llm_calls: int
+    usage: AnswerUsage
     messages: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """The answer, context, keywords, mode and LLM calls as JSON-ready values."""
+        """The answer, context, keywords, mode, LLM calls and usage as JSON-ready values."""
         found = {key: value for key, value in asdict(self).items() if key != "messages"}
-        return {**found, "context": self.context.to_dict(), "keywords": asdict(self.keywords)}
+        return {**found, "context": self.context.to_dict(), "keywords": asdict(self.keywords),
+                "usage": self.usage.to_dict()}
 
 
 class QueryEngine:
@@ -122,13 +163,18 @@ class QueryEngine:
         self._said_dense_only = False
 
     # ---- keywords -------------------------------------------------------------------
-    async def keywords(self, question: str, param: QueryParam) -> tuple[Keywords, int]:
-        """Given keywords, or one LLM call, or (no LLM) names found in the question."""
+    def llm_call(self, kind: CallKind) -> LLMCall:
+        """A call of ``kind`` for this engine's workspace (its usage adds up in it)."""
+        return LLMCall.of(self.settings, kind)
+
+    async def keywords(self, question: str, param: QueryParam,
+                       call: LLMCall | None = None) -> tuple[Keywords, int]:
+        """Given keywords, or one LLM call (its usage into ``call``), or (no LLM) names found in the question."""
         if param.hl_keywords is not None or param.ll_keywords is not None:
             return Keywords(param.hl_keywords or [], param.ll_keywords or []), 0
         if self.llm is None:
             return keywords_without_llm(question), 0
-        answer = await timed("keywords", self.llm.complete(prompts.keywords_messages(question)))
+        answer = await timed("keywords", self.llm.complete(prompts.keywords_messages(question), call=call))
         found = parse_keywords(answer)
         return Keywords(found.high or [question], found.low or [question], answer), 1
 
@@ -209,14 +255,15 @@ class QueryEngine:
             by_id.update((row["id"], row) for row in await self.vectors.get("chunks", missing, CHUNK_FIELDS))
         return [{**by_id[i], "chunk_id": i} for i in ids if i in by_id]
 
-    async def search_vectors(self, question: str, param: QueryParam) -> tuple[Keywords, int, SearchVectors]:
-        """Keywords, LLM calls made and the search vectors ``param.mode`` uses: the question
-        (passages), the low-level keywords (entities), the high-level keywords (relations).
-        Each distinct text is embedded once, in one call."""
+    async def search_vectors(self, question: str, param: QueryParam,
+                             call: LLMCall | None = None) -> tuple[Keywords, int, SearchVectors]:
+        """Keywords, LLM calls made (their usage into ``call``) and the search vectors ``param.mode``
+        uses: the question (passages), the low-level keywords (entities), the high-level keywords
+        (relations). Each distinct text is embedded once, in one call."""
         calls = 0
         keywords = Keywords()
         if param.mode != "naive":
-            keywords, calls = await self.keywords(question, param)
+            keywords, calls = await self.keywords(question, param, call)
         texts = {"question": [question], "low": [", ".join(keywords.low) or question],
                  "high": [", ".join(keywords.high) or question], "names": keywords.low}
         wanted = {name: texts[name] for name in SEARCH_TEXTS[param.mode]}
@@ -226,13 +273,15 @@ class QueryEngine:
         blocks = {name: block if name == "names" else block[0] for name, block in found.items()}
         return keywords, calls, SearchVectors(**blocks, text=" ".join([question, *keywords.low]))
 
-    async def retrieve(self, question: str, param: QueryParam) -> tuple[QueryContext, Keywords, int]:
-        """The context for ``question`` (no generation), its keywords and LLM calls made."""
+    async def retrieve(self, question: str, param: QueryParam,
+                       call: LLMCall | None = None) -> tuple[QueryContext, Keywords, int]:
+        """The context for ``question`` (no generation), its keywords and LLM calls made (their
+        usage into ``call``)."""
         begin_query(param.mode, self.settings.workspace)
         if param.mode == "bypass":
             return QueryContext(), Keywords(), 0
         (keywords, calls, vectors), version, weight = await asyncio.gather(
-            self.search_vectors(question, param), self._passage_version(), self._lexical_weight(param))
+            self.search_vectors(question, param, call), self._passage_version(), self._lexical_weight(param))
         if param.mode == "walk":  # the most visited entities and the passages, read side by side
             walked = await timed("walk", walk_ranking(
                 self.vectors, self.graph, vectors.question, keywords.low, vectors.names,
@@ -314,8 +363,9 @@ class QueryEngine:
 
     async def prepare_answer(self, question: str, param: QueryParam) -> Prepared:
         """Retrieval and the answer prompt: the one step every answer (``query``, ``stream``) takes."""
-        context, keywords, calls = await self.retrieve(question, param)
-        return Prepared(context, keywords, calls, self._answer_messages(question, context, param))
+        call = self.llm_call("keywords")
+        context, keywords, calls = await self.retrieve(question, param, call)
+        return Prepared(question, context, keywords, calls, call.usage, self._answer_messages(question, context, param))
 
     async def query(self, question: str, param: QueryParam | None = None, generate: bool = True) -> QueryResult:
         """Retrieve, then generate one answer that cites the numbered passages; ``generate=False``:
@@ -323,9 +373,11 @@ class QueryEngine:
         param = param or QueryParam()
         llm = self.require_llm() if generate else None
         prepared = await self.prepare_answer(question, param)
-        answer = await timed("llm", llm.complete(prepared.messages)) if llm is not None else ""
+        call = self.llm_call("answer")
+        answer = await timed("llm", llm.complete(prepared.messages, call=call)) if llm is not None else ""
+        usage = answer_usage(prepared, answer, call.usage, generate, self.settings.chunking.encoding)
         return QueryResult(answer, prepared.context, prepared.keywords, param.mode,
-                           prepared.llm_calls + int(generate), prepared.messages)
+                           prepared.llm_calls + int(generate), usage, prepared.messages)
 
     def stream(self, question: str, param: QueryParam | None = None) -> AnswerStream:
         """The answer as it is generated: iterate it for the pieces (retrieval runs first)."""
@@ -344,13 +396,15 @@ class AnswerStream:
     """One answer as the LLM generates it. ``await ready()`` retrieves and builds the prompt
     (once), so the context, keywords, LLM calls and messages are known before the first piece;
     iterating yields the pieces (calling ``ready`` first); ``complete()`` gets the whole answer
-    from one call instead, for a client that asked for no streaming."""
+    from one call instead, for a client that asked for no streaming. ``usage(answer)`` says
+    what it used once it ended."""
 
     def __init__(self, engine: QueryEngine, question: str, param: QueryParam) -> None:
         self.engine = engine
         self.question = question
         self.param = param
         self.prepared: Prepared | None = None
+        self.call = engine.llm_call("answer")
 
     async def ready(self) -> Prepared:
         """What the answer is generated from; ValueError when no LLM is configured."""
@@ -365,14 +419,22 @@ class AnswerStream:
     async def _pieces(self) -> AsyncIterator[str]:
         messages = (await self.ready()).messages
         started = time.perf_counter()
-        async for piece in self.engine.require_llm().stream(messages):
+        async for piece in self.engine.require_llm().stream(messages, call=self.call):
             yield piece
         observe_step("llm", time.perf_counter() - started)
 
     async def complete(self) -> str:
         """The whole answer from one (not streamed) LLM call."""
         messages = (await self.ready()).messages
-        return await timed("llm", self.engine.require_llm().complete(messages))
+        return await timed("llm", self.engine.require_llm().complete(messages, call=self.call))
+
+    def usage(self, answer: str, keywords: bool = True) -> AnswerUsage:
+        """What the ended answer (its text ``answer``) used: its LLM call, and with ``keywords``
+        the keyword call."""
+        if self.prepared is None:
+            raise RuntimeError("the answer has not been prepared")
+        return answer_usage(self.prepared, answer, self.call.usage, True, self.engine.settings.chunking.encoding,
+                            keywords)
 
 
 async def _no_items() -> tuple[list, list]:

@@ -24,6 +24,7 @@ from lightrag_ray.models.embedding import make_query_embedder
 from lightrag_ray.models.llm import LLMClient, LLMError, Messages
 from lightrag_ray.models.llm_clients import make_llm_client
 from lightrag_ray.models.rerank import CrossEncoderReranker, Reranker, make_reranker
+from lightrag_ray.models.usage import LLMCall, TokenUsage
 from lightrag_ray.ray_runtime import SERVING_NICENESS, niceness_options
 
 # Every replica (and the graph shards the workspace owner starts) runs at niceness 0, an
@@ -94,17 +95,27 @@ def llm_failure(exc: BaseException) -> str:
 
 
 class HandleLLM:
-    """The LLMClient protocol over the LLM deployment."""
+    """The LLMClient protocol over the LLM deployment: the deployment's client records the call's
+    metrics, its usage comes back with the answer (a stream's as its last item) into ``call``."""
 
     def __init__(self, handle: Any) -> None:
         self.handle = handle
 
-    async def complete(self, messages: Messages, *, max_tokens: int | None = None) -> str:
-        return await self.handle.complete.remote(messages, max_tokens)
+    async def complete(self, messages: Messages, *, max_tokens: int | None = None,
+                       call: LLMCall | None = None) -> str:
+        text, usage = await self.handle.complete.remote(messages, max_tokens, call and call.fresh())
+        if call is not None:
+            call.usage += usage
+        return text
 
-    async def stream(self, messages: Messages, *, max_tokens: int | None = None) -> AsyncIterator[str]:
-        async for piece in self.handle.options(stream=True).stream.remote(messages, max_tokens):
-            yield piece
+    async def stream(self, messages: Messages, *, max_tokens: int | None = None,
+                     call: LLMCall | None = None) -> AsyncIterator[str]:
+        async for item in self.handle.options(stream=True).stream.remote(messages, max_tokens, call and call.fresh()):
+            if isinstance(item, TokenUsage):
+                if call is not None:
+                    call.usage += item
+            else:
+                yield item
 
     async def aclose(self) -> None:
         return None
@@ -127,12 +138,18 @@ class LLMDeployment:
             raise LLMError("no LLM configured (llm.backend is none)")
         return self.client
 
-    async def complete(self, messages: Messages, max_tokens: int | None = None) -> str:
-        return await self._client().complete(messages, max_tokens=max_tokens)
+    async def complete(self, messages: Messages, max_tokens: int | None = None,
+                       call: LLMCall | None = None) -> tuple[str, TokenUsage]:
+        """The answer and its usage (none without a ``call``)."""
+        text = await self._client().complete(messages, max_tokens=max_tokens, call=call)
+        return text, call.usage if call is not None else TokenUsage()
 
-    async def stream(self, messages: Messages, max_tokens: int | None = None) -> AsyncIterator[str]:
-        async for piece in self._client().stream(messages, max_tokens=max_tokens):
+    async def stream(self, messages: Messages, max_tokens: int | None = None,
+                     call: LLMCall | None = None) -> AsyncIterator[str | TokenUsage]:
+        """The answer's pieces, then its usage (none without a ``call``)."""
+        async for piece in self._client().stream(messages, max_tokens=max_tokens, call=call):
             yield piece
+        yield call.usage if call is not None else TokenUsage()
 
 
 @serve.deployment(ray_actor_options={"num_cpus": 0.5, **SERVING}, max_ongoing_requests=64, **STOPPING)

@@ -249,8 +249,9 @@ def test_query_stream_is_ndjson_references_then_the_answer(client, indexed):
         assert response.headers["content-type"].startswith("application/x-ndjson")
         lines = [json.loads(line) for line in response.iter_lines() if line]
     assert lines[0] == {"references": whole["references"]}
-    pieces = [line["response"] for line in lines[1:]]
+    pieces = [line["response"] for line in lines[1:-1]]
     assert len(pieces) > 1 and "".join(pieces) == whole["response"]
+    assert lines[-1]["usage"].keys() == whole["usage"].keys() and lines[-1]["usage"]["completion_tokens"] > 0
 
 
 def test_llm_failure_is_502_and_a_stream_error_line(client, llm, indexed):

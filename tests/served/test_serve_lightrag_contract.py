@@ -69,13 +69,19 @@ def test_webui_query_is_answered_with_references(client, llm, indexed):
     assert_references(body["references"])
     answer = calls(llm, "answer")[-1]
     assert {"role": "assistant", "content": "A founder."} in answer  # the conversation history reached the prompt
+    prompt, completion = llm.sent_tokens()  # what the scripted LLM reported for this query's calls
+    assert body["usage"] == {"prompt_tokens": prompt, "completion_tokens": completion,
+                             "total_tokens": prompt + completion, "estimated": False}
 
 
-def test_webui_stream_sends_references_then_the_answer(client, indexed):
+def test_webui_stream_sends_references_then_the_answer_then_its_usage(client, llm, indexed):
     lines = ndjson(client, BODIES["webui_query"])
     assert_references(lines[0]["references"])
-    pieces = [line["response"] for line in lines[1:]]
+    pieces = [line["response"] for line in lines[1:-1]]
     assert len(pieces) > 1 and "".join(pieces).startswith(ANSWER_PREFIX)
+    prompt, completion = llm.sent_tokens()
+    assert lines[-1] == {"usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                                   "total_tokens": prompt + completion, "estimated": False}}
 
 
 def test_older_webui_query_extracts_keywords_and_passes_the_user_prompt(client, llm, indexed):

@@ -8,6 +8,7 @@ queries count into the same cluster-wide series before it)."""
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -40,9 +41,11 @@ def grown(prometheus: Any, expr: str, by: str, before: dict[str, float], expecte
     deadline = time.monotonic() + timeout_s
     while True:
         now = series(prometheus, expr, by)
-        growth = {key: round(now.get(key, 0.0) - before.get(key, 0.0), 6) for key in set(now) | set(before)}
-        growth = {key: value for key, value in growth.items() if value}
-        if growth == expected or time.monotonic() > deadline:
+        growth = {key: now.get(key, 0.0) - before.get(key, 0.0) for key in set(now) | set(before)}
+        growth = {key: value for key, value in growth.items() if abs(value) > 1e-12}
+        if growth.keys() == expected.keys() and all(math.isclose(growth[k], expected[k], rel_tol=1e-6) for k in growth):
+            return expected
+        if time.monotonic() > deadline:
             return growth
         time.sleep(1)
 
@@ -53,6 +56,7 @@ COUNTERS = {
     "llm": ("sum by (kind) (ray_lightrag_llm_requests_total)", "kind"),
     "tokens": ("sum by (type) (ray_lightrag_llm_tokens_total)", "type"),
     "queries": ('sum by (mode) (ray_lightrag_query_requests_total{route="/query"})', "mode"),
+    "cost": ("sum(ray_lightrag_llm_cost_total)", ""),
 }
 
 
@@ -73,7 +77,8 @@ def indexed_run(before, llm_server, tmp_path_factory) -> tuple[Any, dict[str, An
     settings = load_settings(environ={}, overrides={
         "workspace": str(root / "ws"),
         "llm": {"backend": "openai", "base_url": llm_server.url, "timeout_s": 5, "backoff_s": 0.05},
-        "extraction": {"actors": 1, "num_cpus": 0.2}, "embedding": {"actors": 1}})
+        "extraction": {"actors": 1, "num_cpus": 0.2}, "embedding": {"actors": 1},
+        "metrics": {"prices": {"default": {"prompt": 1.0, "completion": 2.0}}}})
     llm_server.reset()
     report = index_paths([str(root / n) for n in ("a.txt", "b.txt", "c.txt")], settings, progress=None)
     return report, llm_server.snapshot()
@@ -93,6 +98,9 @@ def test_an_indexing_runs_figures_equal_its_report_and_the_llm_servers_counts(pr
               "completion": float(sum(llm_counts["completion_words"].values()))}
     assert grown(prometheus, *COUNTERS["tokens"], before["tokens"], tokens) == tokens
     assert (report.llm_prompt_tokens, report.llm_completion_tokens) == (tokens["prompt"], tokens["completion"])
+    cost = (tokens["prompt"] * 1.0 + tokens["completion"] * 2.0) / 1e6
+    assert report.llm_cost == pytest.approx(cost)
+    assert grown(prometheus, *COUNTERS["cost"], before["cost"], {"": cost}) == {"": cost}
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,9 @@ from lightrag_ray.core.ids import chunk_text_key
 from lightrag_ray.core.parsing import parse_extraction
 from lightrag_ray.core.records import Extraction
 from lightrag_ray.models.llm import LLMError
+from lightrag_ray.metrics.client import metrics
 from lightrag_ray.models.llm_clients import BatchCaller
+from lightrag_ray.models.usage import LLMCall, TokenUsage
 from lightrag_ray.storage.extraction_cache import CacheIndex, extraction_fingerprint, to_row, write_rows
 from lightrag_ray.storage.run_files import RunFiles
 from lightrag_ray.storage.workspace import Workspace
@@ -62,8 +64,11 @@ class _Extract:
                 for row in rows if not row["error"]]
         write_rows(self.workspace, good)
         parts = {chunk["chunk_id"]: self.cache.part_of(chunk) for chunk in chunks if chunk["chunk_id"] in cached}
-        return ([{**row, "error": "", "cached": parts[chunk] in self.earlier_parts} for chunk, row in cached.items()]
-                + [{**row, "cached": False} for row in rows])
+        metrics().flush()  # a Ray Data worker may be killed after its last batch
+        no_usage = TokenUsage().counts()
+        return ([{**row, "error": "", "cached": parts[chunk] in self.earlier_parts, **no_usage}
+                 for chunk, row in cached.items()]
+                + [{**no_usage, **row, "cached": False} for row in rows])
 
     def _extract_new(self, chunks: list[Row]) -> list[Row]:
         raise NotImplementedError
@@ -100,25 +105,28 @@ class ExtractChunks(_Extract):
         self.llm.close()
 
     async def _extract(self, chunk: Row) -> Row:
+        """The chunk's extraction row, with the token usage of its calls (``USAGE_COLUMNS``)."""
         ex = self.settings.extraction
         messages = prompts.extraction_messages(chunk["text"], ex.entity_types, ex.language)
+        first, glean = LLMCall.of(self.settings, "extract"), LLMCall.of(self.settings, "glean")
         requests = 0
+        result, error = Extraction(), ""
         try:
-            answer = await self.llm.client.complete(messages)
+            answer = await self.llm.client.complete(messages, call=first)
             requests += 1
             result = extraction_result(answer, chunk["chunk_id"], chunk["file_path"])
             for _ in range(ex.gleaning_rounds):
                 messages = prompts.gleaning_messages(messages, answer)
-                answer = await self.llm.client.complete(messages)
+                answer = await self.llm.client.complete(messages, call=glean)
                 requests += 1
                 extra = parse_extraction(answer, chunk["chunk_id"], chunk["file_path"])
                 if not (extra.entities or extra.relations):
                     break
                 result.extend(extra)
         except LLMError as exc:
-            return {**to_row(chunk["chunk_id"], chunk["doc_id"], self.fingerprint, Extraction(), requests),
-                    "error": str(exc)}
-        return {**to_row(chunk["chunk_id"], chunk["doc_id"], self.fingerprint, result, requests), "error": ""}
+            result, error = Extraction(), str(exc)
+        return {**to_row(chunk["chunk_id"], chunk["doc_id"], self.fingerprint, result, requests), "error": error,
+                **(first.usage + glean.usage).counts()}
 
 
 def extraction_stage(settings: Settings) -> type[_Extract]:

@@ -7,12 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from lightrag_ray.core.records import EntityRecord, RelationRecord
+from lightrag_ray.models.usage import USAGE_COLUMNS, TokenUsage
 from lightrag_ray.storage import extraction_cache
 from lightrag_ray.storage.graph.handles import ShardHandles
 from lightrag_ray.storage.run_files import OUTCOMES_SCHEMA, RunFiles
 
 Row = dict[str, Any]
-COUNTS = ("chunks_merged", "chunks_cached", "chunks_extracted", "chunks_failed", "llm_requests", "records_dropped")
+COUNTS = ("chunks_merged", "chunks_cached", "chunks_extracted", "chunks_failed", "llm_requests", "records_dropped",
+          *USAGE_COLUMNS)
 
 
 def records(rows: list[Row]) -> tuple[list[EntityRecord], list[RelationRecord]]:
@@ -48,4 +50,5 @@ class MergeIntoShards:
             "chunks_failed": len(rows) - len(good),
             "llm_requests": sum(int(row["requests"]) for row in fresh),
             "records_dropped": sum(int(row["dropped"]) for row in fresh if not row["error"]),
+            **sum((TokenUsage.of_row(row) for row in fresh), TokenUsage()).counts(),
         }]

@@ -21,7 +21,9 @@ from lightrag_ray.core.graph.contract import GraphOperations
 from lightrag_ray.core.graph.routing import merge_pending_summaries
 from lightrag_ray.index.summaries import summarize, summary_limits
 from lightrag_ray.models.llm import LLMError
+from lightrag_ray.metrics.client import metrics
 from lightrag_ray.models.llm_clients import BatchCaller
+from lightrag_ray.models.usage import LLMCall, TokenUsage
 from lightrag_ray.storage.graph.handles import ShardHandles
 
 Row = dict[str, Any]
@@ -29,34 +31,39 @@ PENDING_COLUMNS = ["kind", "name", "hash", "base", "fragments"]
 
 
 class SummarizeItems:
-    """Rows (kind, name, hash, base, fragments) -> rows (hash, summary, error), a batch at once
-    (one LLM client and event loop per actor; the client bounds requests in flight)."""
+    """Rows (kind, name, hash, base, fragments) -> rows (hash, summary, error and the calls' token
+    usage, ``USAGE_COLUMNS``), a batch at once (one LLM client and event loop per actor; the client
+    bounds requests in flight)."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
         self.settings = Settings.model_validate(settings)
         self.llm = BatchCaller(self.settings.llm)
 
     def __call__(self, items: list[Row]) -> list[Row]:
-        return self.llm.each(self._summarize, items)
+        rows = self.llm.each(self._summarize, items)
+        metrics().flush()  # a Ray Data worker may be killed after its last batch
+        return rows
 
     def close(self) -> None:
         """Close the LLM client and its event loop (see ``BatchCaller``)."""
         self.llm.close()
 
     async def _summarize(self, item: Row) -> Row:
+        call = LLMCall.of(self.settings, "summary")
+        summary, error = "", ""
         try:
             summary = await summarize(
                 self.llm.client, item["kind"], item["name"], list(item["fragments"]), str(item.get("base") or ""),
-                **summary_limits(self.settings),
+                call=call, **summary_limits(self.settings),
             )
         except LLMError as exc:
-            return {"hash": item["hash"], "summary": "", "error": str(exc)}
-        return {"hash": item["hash"], "summary": summary, "error": ""}
+            error = str(exc)
+        return {"hash": item["hash"], "summary": summary, "error": error, **call.usage.counts()}
 
 
 class ApplySummaries:
-    """Summary rows -> [count row (``summaries``, ``summaries_failed``)]; the good ones go to
-    every shard (a relation lives on two)."""
+    """Summary rows -> [count row (``summaries``, ``summaries_failed`` and the token usage,
+    ``USAGE_COLUMNS``)]; the good ones go to every shard (a relation lives on two)."""
 
     def __init__(self, shards: GraphOperations) -> None:
         self.shards = shards
@@ -64,7 +71,8 @@ class ApplySummaries:
     def __call__(self, rows: list[Row]) -> list[Row]:
         good = {row["hash"]: row["summary"] for row in rows if not row["error"]}
         self.shards.add_summaries(good)
-        return [{"summaries": len(good), "summaries_failed": len(rows) - len(good)}]
+        usage = sum((TokenUsage.of_row(row) for row in rows), TokenUsage())
+        return [{"summaries": len(good), "summaries_failed": len(rows) - len(good), **usage.counts()}]
 
 
 def _partition(digest: str, partitions: int) -> int:
@@ -99,13 +107,18 @@ def pending_partitions(shards: ShardHandles, settings: Settings, task_options: d
     return [_one_per_hash.options(**task_options).remote(*(refs[p] for refs in per_shard)) for p in range(partitions)]
 
 
+def no_summaries() -> dict[str, int]:
+    """The counts of ``ApplySummaries`` when nothing was summarised."""
+    return {"summaries": 0, "summaries_failed": 0, **TokenUsage().counts()}
+
+
 def summarise_in_process(settings: Settings, graph: GraphOperations) -> dict[str, int]:
     """Summarise the changed items over the limits with the LLM of this process (a small run,
     a delete, a graph edit); returns the counts of ``ApplySummaries``."""
     limits = settings.graph
     items = graph.pending_summaries(limits.summary_max_fragments, limits.summary_max_tokens)
     if not items:
-        return {"summaries": 0, "summaries_failed": 0}
+        return no_summaries()
     with closing(SummarizeItems(settings.model_dump())) as stage:
         rows = stage(items)
     return ApplySummaries(graph)(rows)[0]

@@ -11,11 +11,12 @@ newline-delimited JSON objects ending with one that is ``done``.
 """
 
 # No `from __future__ import annotations`: FastAPI must see the real types of the route parameters.
+import functools
 import hashlib
 import json
 import re
 import time
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
@@ -24,8 +25,9 @@ from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 from starlette.exceptions import HTTPException
 
-from lightrag_ray.core.tokenizer import count_tokens, message_tokens
+from lightrag_ray.core.tokenizer import count_tokens
 from lightrag_ray.models.llm import LLMError
+from lightrag_ray.query.engine import AnswerUsage
 from lightrag_ray.query.params import DEFAULT_MODE, MODES, QueryParam
 from lightrag_ray.serve.api_models import OLLAMA_MODEL, OllamaChatRequest, OllamaGenerateRequest
 from lightrag_ray.serve.deployments import llm_failure
@@ -79,12 +81,13 @@ async def _once(text: str) -> AsyncIterator[str]:
 @dataclass
 class _Reply:
     """The objects of one answer: ``key`` is ``message`` (chat) or ``response`` (generate);
-    counts in tokens, durations in nanoseconds (the prompt's: until generation began)."""
+    counts in tokens (``used``: those of the answer call, from its text; none: the text counted as
+    generated), durations in nanoseconds (the prompt's: until generation began)."""
 
     model: str
     key: str
     encoding: str
-    prompt_tokens: int = 0
+    used: Callable[[str], AnswerUsage] | None = None
     started: int = field(default_factory=time.perf_counter_ns)
     generating: int = 0  # when generation began (set once retrieval is done)
 
@@ -97,10 +100,11 @@ class _Reply:
     def done(self, answer: str, text: str) -> dict[str, Any]:
         """The last object, carrying ``text``, with the counts of the prompt and of ``answer``."""
         now = time.perf_counter_ns()
+        used = self.used(answer) if self.used else AnswerUsage(0, count_tokens(answer, self.encoding), True)
         return {**self.piece(text), "done": True, "done_reason": "stop", "total_duration": now - self.started,
-                "load_duration": 0, "prompt_eval_count": self.prompt_tokens,
+                "load_duration": 0, "prompt_eval_count": used.prompt_tokens,
                 "prompt_eval_duration": self.generating - self.started,
-                "eval_count": count_tokens(answer, self.encoding), "eval_duration": now - self.generating}
+                "eval_count": used.completion_tokens, "eval_duration": now - self.generating}
 
     async def lines(self, pieces: AsyncIterable[str]) -> AsyncIterator[str]:
         """The answer as NDJSON lines: one per piece, then the done one (an error object
@@ -174,7 +178,8 @@ async def _answer(replica: Replica, space: Space, reply: _Reply, question: str, 
         reply.generating = time.perf_counter_ns()
         return StreamingResponse(reply.lines(_once(context)), media_type=NDJSON) if stream else reply.done(context, context)
     answer = engine.stream(question, param)
-    reply.prompt_tokens = message_tokens((await answer.ready()).messages, reply.encoding)
+    await answer.ready()
+    reply.used = functools.partial(answer.usage, keywords=False)
     reply.generating = time.perf_counter_ns()
     if stream:
         return StreamingResponse(reply.lines(answer), media_type=NDJSON)

@@ -4,23 +4,22 @@
 A chat answers the last user message from the knowledge graph (the engine's ``stream``), the
 model picking the query mode and, after an ``@``, the workspace (``lightrag-mix@sales``; the
 ``LIGHTRAG-WORKSPACE`` header and the ``/w/{name}`` prefix work too); ``usage`` counts the tokens of the keyword-extraction call (when
-one was made) and of the answer call: their messages, and the two answers.
+one was made) and of the answer call: as the LLM server reported them, else estimated from their
+messages and answers (query.engine.answer_usage).
 """
 
 # No `from __future__ import annotations`: FastAPI must see the real types of the route parameters.
 import json
 import time
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import StreamingResponse
 
-from lightrag_ray.core import prompts
-from lightrag_ray.core.keywords import Keywords
-from lightrag_ray.core.tokenizer import count_tokens, message_tokens
 from lightrag_ray.models.llm import LLMError
+from lightrag_ray.query.engine import AnswerUsage
 from lightrag_ray.query.params import MODES, QueryParam
 from lightrag_ray.serve.api_models import CHAT_MODEL_PREFIX, ChatCompletionRequest, chat_mode
 from lightrag_ray.serve.deployments import llm_failure
@@ -41,27 +40,20 @@ def _unknown_model(model_id: str) -> OpenAIError:
                        param="model", code="model_not_found")
 
 
-def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    """OpenAI's ``usage`` object."""
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
-
-
-def keyword_usage(question: str, keywords: Keywords, llm_calls: int, encoding: str) -> tuple[int, int]:
-    """Prompt and completion tokens of the keyword-extraction call; (0, 0) when none was made."""
-    if not llm_calls:
-        return 0, 0
-    return message_tokens(prompts.keywords_messages(question), encoding), count_tokens(keywords.answer, encoding)
+def usage(used: AnswerUsage) -> dict[str, int]:
+    """OpenAI's ``usage`` object (its fields only)."""
+    return {"prompt_tokens": used.prompt_tokens, "completion_tokens": used.completion_tokens,
+            "total_tokens": used.total_tokens}
 
 
 def _sse(payload: dict[str, Any]) -> str:
     return f"data: {json.dumps(payload)}\n\n"
 
 
-async def _chunks(pieces: AsyncIterable[str], chunk: dict[str, Any], spent: tuple[int, int], encoding: str,
+async def _chunks(pieces: AsyncIterable[str], chunk: dict[str, Any], used: Callable[[str], AnswerUsage],
                   include_usage: bool) -> AsyncIterator[str]:
-    """The answer as OpenAI's SSE chunks: role, content pieces, finish (then usage: ``spent``, the
-    prompt and completion tokens before the answer's, plus the answer's), [DONE]."""
+    """The answer as OpenAI's SSE chunks: role, content pieces, finish (then usage: ``used`` of the
+    whole answer), [DONE]."""
     yield _sse({**chunk, "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]})
     answer = []
     try:
@@ -73,7 +65,7 @@ async def _chunks(pieces: AsyncIterable[str], chunk: dict[str, Any], spent: tupl
     else:
         yield _sse({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
         if include_usage:
-            yield _sse({**chunk, "choices": [], "usage": usage(spent[0], spent[1] + count_tokens("".join(answer), encoding))})
+            yield _sse({**chunk, "choices": [], "usage": usage(used("".join(answer)))})
     yield "data: [DONE]\n\n"
 
 
@@ -110,17 +102,13 @@ async def chat(request: ChatCompletionRequest, http: Request,
     except ValueError as exc:
         raise OpenAIError(400, str(exc), param="messages") from None
     answer = (await space.engine()).stream(question, QueryParam(mode=mode, history=history, instructions=instructions))
-    prepared = await answer.ready()
-    encoding = replica.settings.chunking.encoding
-    keyword_prompt, keyword_completion = keyword_usage(question, prepared.keywords, prepared.llm_calls, encoding)
-    prompt_tokens = keyword_prompt + message_tokens(prepared.messages, encoding)
+    await answer.ready()
     base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": request.model}
     if request.stream:
         include_usage = bool(request.stream_options and request.stream_options.include_usage)
-        chunks = _chunks(answer, {**base, "object": "chat.completion.chunk"},
-                         (prompt_tokens, keyword_completion), encoding, include_usage)
+        chunks = _chunks(answer, {**base, "object": "chat.completion.chunk"}, answer.usage, include_usage)
         return StreamingResponse(chunks, media_type="text/event-stream")
     text = await answer.complete()
     return {**base, "object": "chat.completion", "choices": [
         {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        "usage": usage(prompt_tokens, keyword_completion + count_tokens(text, encoding))}
+        "usage": usage(answer.usage(text))}

@@ -35,14 +35,16 @@ async def query(request: QueryRequest, replica: ReplicaDep, space: SpaceDep) -> 
     else:
         response = result.answer
     return {"response": response, "references": request.answer_references(result.context),
-            "response_time": round(time.perf_counter() - started, 3), "llm_generated": generate}
+            "response_time": round(time.perf_counter() - started, 3), "llm_generated": generate,
+            "usage": result.usage.to_dict()}
 
 
 @router.post("/query/stream")
 async def query_stream(request: QueryRequest, replica: ReplicaDep, space: SpaceDep) -> StreamingResponse:
-    """The answer as newline-delimited JSON: references first, then response pieces; with
-    ``stream: false`` one line holding the whole answer and the references (LightRAG's). With
-    only_need_context / only_need_prompt, one line holding that text (no LLM needed)."""
+    """The answer as newline-delimited JSON: references first, then response pieces, then a line
+    with its ``usage``; with ``stream: false`` one line holding the whole answer, the references
+    (LightRAG's) and the usage. With only_need_context / only_need_prompt, one line holding that
+    text (no LLM needed)."""
     if request.only_need_context or request.only_need_prompt:
         whole = await query(request, replica, space)
         line = {"response": whole["response"], "llm_generated": False,
@@ -55,13 +57,18 @@ async def query_stream(request: QueryRequest, replica: ReplicaDep, space: SpaceD
     async def lines() -> AsyncIterator[str]:
         try:
             if request.stream is False:
-                yield json.dumps({"response": await answer.complete(), "llm_generated": True,
-                                  **({"references": refs} if refs is not None else {})}) + "\n"
+                text = await answer.complete()
+                yield json.dumps({"response": text, "llm_generated": True,
+                                  **({"references": refs} if refs is not None else {}),
+                                  "usage": answer.usage(text).to_dict()}) + "\n"
                 return
             if refs is not None:
                 yield json.dumps({"references": refs}) + "\n"
+            pieces = []
             async for piece in answer:
+                pieces.append(piece)
                 yield json.dumps({"response": piece}) + "\n"
+            yield json.dumps({"usage": answer.usage("".join(pieces)).to_dict()}) + "\n"
         except LLMError as exc:
             yield json.dumps({"error": llm_failure(exc)}) + "\n"
 
@@ -71,10 +78,12 @@ async def query_stream(request: QueryRequest, replica: ReplicaDep, space: SpaceD
 @router.post("/query/data")
 async def query_data(request: QueryRequest, space: SpaceDep) -> dict[str, Any]:
     """Retrieval only, in LightRAG's shape: entities, relationships, chunks and per-file
-    references, no generation."""
+    references, no generation; ``metadata.usage``: the keyword call's tokens (in metadata: LightRAG's
+    clients expect its four top-level keys)."""
     started = time.perf_counter()
-    context, keywords, calls = await (await space.engine()).retrieve(request.query, request.param())
-    ours = {"llm_calls": calls, "seconds": round(time.perf_counter() - started, 4),
+    result = await (await space.engine()).query(request.query, request.param(), generate=False)
+    context, keywords = result.context, result.keywords
+    ours = {"llm_calls": result.llm_calls, "seconds": round(time.perf_counter() - started, 4),
             "context_tokens_budget": request.max_total_tokens}
     return {
         "status": "success",
@@ -85,5 +94,6 @@ async def query_data(request: QueryRequest, space: SpaceDep) -> dict[str, Any]:
             "keywords": {"high_level": keywords.high, "low_level": keywords.low},
             "processing_info": {**processing_info(context, request.mode), **ours},
             "retrieval": context.retrieval,
+            "usage": result.usage.to_dict(),
         },
     }

@@ -1,5 +1,5 @@
 """The OpenAI-compatible API as the ``openai`` package sees it (issue 14): usage of the keyword
-and answer calls (also as the last stream chunk), models list and retrieve, OpenAI-shaped errors whose message the client
+and answer calls as the LLM server reported it, or estimated (also as the last stream chunk), models list and retrieve, OpenAI-shaped errors whose message the client
 shows, system messages in the answer prompt, null and list-of-parts content.
 
 Real HTTP against the package's Serve app (conftest.py) and the scripted LLM, which
@@ -46,7 +46,23 @@ def keyword_call_tokens(llm: ScriptedLLM) -> tuple[int, int]:
 
 # ---- usage ----------------------------------------------------------------------------------
 
-def test_completion_usage_counts_the_keyword_and_answer_calls(openai_client, llm, indexed):
+def sent_since(llm: ScriptedLLM, before: tuple[int, int]) -> tuple[int, int]:
+    """(prompt, completion) tokens the keyword and answer calls reported since ``before``."""
+    prompt, completion = llm.sent_tokens("keywords", "answer")
+    return prompt - before[0], completion - before[1]
+
+
+def test_completion_usage_is_the_llm_servers_for_the_keyword_and_answer_calls(openai_client, llm, indexed):
+    before = llm.sent_tokens("keywords", "answer")
+    completion = openai_client.chat.completions.create(model="lightrag-local", messages=QUESTION)
+    usage = completion.usage
+    assert (usage.prompt_tokens, usage.completion_tokens) == sent_since(llm, before) and usage.completion_tokens > 0
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    assert set(usage.model_dump(exclude_none=True)) == {"prompt_tokens", "completion_tokens", "total_tokens"}
+
+
+def test_completion_usage_is_estimated_when_the_llm_server_reports_none(openai_client, llm, indexed):
+    llm.usage = False
     calls = len(llm.requests)
     completion = openai_client.chat.completions.create(model="lightrag-local", messages=QUESTION)
     answer = completion.choices[0].message.content
@@ -61,6 +77,7 @@ def test_completion_usage_counts_the_keyword_and_answer_calls(openai_client, llm
 
 
 def test_stream_ends_with_a_usage_chunk_when_asked(openai_client, llm, indexed):
+    before = llm.sent_tokens("keywords", "answer")
     chunks = list(openai_client.chat.completions.create(
         model="lightrag-local", messages=QUESTION, stream=True, stream_options={"include_usage": True}))
     *pieces, last = chunks
@@ -68,9 +85,7 @@ def test_stream_ends_with_a_usage_chunk_when_asked(openai_client, llm, indexed):
     assert answer.startswith(ANSWER_PREFIX) and pieces[-1].choices[0].finish_reason == "stop"
     assert all(c.usage is None for c in pieces)
     assert last.choices == [] and last.id == pieces[0].id
-    keyword_prompt, keyword_completion = keyword_call_tokens(llm)
-    assert last.usage.prompt_tokens == keyword_prompt + tokens(last_answer_call(llm))
-    assert last.usage.completion_tokens == keyword_completion + count_tokens(answer)
+    assert (last.usage.prompt_tokens, last.usage.completion_tokens) == sent_since(llm, before)
     assert last.usage.total_tokens == last.usage.prompt_tokens + last.usage.completion_tokens
     plain = list(openai_client.chat.completions.create(model="lightrag-local", messages=QUESTION, stream=True))
     assert all(c.choices and c.usage is None for c in plain)
