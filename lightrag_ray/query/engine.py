@@ -32,8 +32,8 @@ from lightrag_ray.core.keywords import Keywords, keywords_without_llm, parse_key
 from lightrag_ray.core.ranking import graph_chunk_ranking, interleave, rank_local_relations, relevance_ranking
 from lightrag_ray.core.tokenizer import count_tokens, message_tokens
 from lightrag_ray.models.llm import LLMClient
-from lightrag_ray.models.usage import CallKind, LLMCall, TokenUsage
 from lightrag_ray.models.rerank import Reranker, RerankError
+from lightrag_ray.models.usage import CallKind, LLMCall, TokenUsage
 from lightrag_ray.query.fusion import fuse, lexical_weight
 from lightrag_ray.query.params import DEFAULT_MODE, QueryParam
 from lightrag_ray.query.query_metrics import begin_query, context_returned, observe_step, timed
