@@ -24,6 +24,8 @@ from typing import Any
 
 import yaml
 
+from tests.net_helpers import ServerProcess
+
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lightrag-ray"
 
 # Milvus's defaults suit bulk loads. Under a steady trickle of small writes (a served
@@ -81,7 +83,7 @@ def _tail(path: Path, chars: int = 2500) -> str:
     return path.read_text(errors="replace")[-chars:] if path.exists() else "(no file)"
 
 
-class MilvusStandalone:
+class MilvusStandalone(ServerProcess):
     """A Milvus standalone server under ``base_dir`` (config, data, logs) on free ports of
     127.0.0.1, its config changed by ``settings`` (nested like milvus.yaml); ``start`` waits at
     most ``start_timeout_s`` for it to report healthy."""
@@ -147,23 +149,3 @@ class MilvusStandalone:
                 return b"OK" in response.read()
         except OSError:
             return False
-
-    def stop(self, timeout_s: float = 30.0) -> None:
-        """SIGTERM (the server shuts its components down), SIGKILL after ``timeout_s``."""
-        process, self.process = self.process, None
-        if process is None:
-            return
-        atexit.unregister(self.stop)
-        process.terminate()
-        try:
-            process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-    def __enter__(self) -> MilvusStandalone:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

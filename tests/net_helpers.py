@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import atexit
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -52,3 +54,34 @@ def event_loop_descriptors() -> int:
         except OSError:  # closed meanwhile (the listing's own descriptor)
             pass
     return count
+
+
+class ServerProcess:
+    """A server run as a child process: a subclass's ``start`` sets ``process`` (and registers
+    ``stop`` with atexit); ``stop`` ends it; ``with`` starts and stops it."""
+
+    stop_timeout_s = 30.0  # SIGTERM, then SIGKILL after this long
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Any:
+        raise NotImplementedError
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        """SIGTERM (the server shuts down cleanly), SIGKILL after ``timeout_s`` (default ``stop_timeout_s``)."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        atexit.unregister(self.stop)
+        process.terminate()
+        try:
+            process.wait(timeout=self.stop_timeout_s if timeout_s is None else timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def __enter__(self) -> Any:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import yaml
 
-from tests.net_helpers import answers, free_port, wait_until
+from tests.net_helpers import ServerProcess, answers, free_port, wait_until
 
 SCRAPE_INTERVAL = "1s"
 
@@ -25,8 +25,10 @@ class PromQLError(RuntimeError):
     """Prometheus refused a query (a parse or evaluation error)."""
 
 
-class PrometheusServer:
+class PrometheusServer(ServerProcess):
     """A Prometheus process under ``base_dir`` (config, TSDB, log) scraping ``targets``."""
+
+    stop_timeout_s = 10.0
 
     def __init__(self, base_dir: str | Path, targets: list[str], start_timeout_s: float = 30.0) -> None:
         self.base_dir = Path(base_dir).resolve()
@@ -70,23 +72,3 @@ class PrometheusServer:
         if body.get("status") != "success":
             raise PromQLError(f"{expr!r}: {body.get('errorType')}: {body.get('error')}")
         return body["data"]["result"]
-
-    def stop(self) -> None:
-        """SIGTERM, SIGKILL after 10 s."""
-        process, self.process = self.process, None
-        if process is None:
-            return
-        atexit.unregister(self.stop)
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-    def __enter__(self) -> PrometheusServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
