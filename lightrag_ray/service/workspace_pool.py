@@ -146,18 +146,26 @@ class WorkspacePool:
 
     def record_gauges(self) -> None:
         """The open workspaces, their insert jobs, graph sizes and actor memory, as metrics
-        (blocking: it reads manifests and asks the actors)."""
+        (blocking: it reads manifests and asks the actors). Never raises: a workspace closed
+        meanwhile (its actors gone) is skipped until the next call."""
         metrics().gauge("workspaces_open", len(self.hosted))
         for hosted in list(self.hosted.values()):
-            label = workspace_label(hosted.service.settings.workspace)
-            running = int(hosted.service.write_lock.locked())
-            metrics().gauge("insert_jobs", running, workspace=label, state="running")
-            metrics().gauge("insert_jobs", max(len(hosted.service.unfinished_jobs()) - running, 0),
-                            workspace=label, state="queued")
-            found = status.counts(hosted.service.workspace)
-            for kind in ("entities", "relations"):
-                metrics().gauge("graph_items", found[kind], workspace=label, kind=kind)
-            metrics().gauge("workspace_memory_bytes", hosted.service.memory_bytes(), workspace=label)
+            try:
+                self._record_workspace_gauges(hosted)
+            except Exception:  # noqa: BLE001 - figures must never fail the owner's health probe
+                LOG.debug("no gauges for workspace %s this time", hosted.name, exc_info=True)
+
+    @staticmethod
+    def _record_workspace_gauges(hosted: HostedWorkspace) -> None:
+        label = workspace_label(hosted.service.settings.workspace)
+        running = int(hosted.service.write_lock.locked())
+        metrics().gauge("insert_jobs", running, workspace=label, state="running")
+        metrics().gauge("insert_jobs", max(len(hosted.service.unfinished_jobs()) - running, 0),
+                        workspace=label, state="queued")
+        found = status.counts(hosted.service.workspace)
+        for kind in ("entities", "relations"):
+            metrics().gauge("graph_items", found[kind], workspace=label, kind=kind)
+        metrics().gauge("workspace_memory_bytes", hosted.service.memory_bytes(), workspace=label)
 
     def close_all(self) -> None:
         """Close every open workspace (the owner's graceful shutdown)."""
