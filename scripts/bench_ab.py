@@ -1,6 +1,7 @@
 """A/B benchmark of one setting: runs a benchmark command with the environment of A, then of B,
-in turn (A B A B ...), reads one figure from each run's --json-out, and prints each side's runs,
-medians and the ratio of the medians A/B (interleaving keeps the machine's drift out of the ratio).
+in turn (A B, B A, A B ...), reads one figure from each run's --json-out, and prints each side's
+runs, medians, the ratio of the medians A/B and each pair's ratio (interleaving, with the first
+side alternating, keeps the machine's warm-up and drift out of the ratio).
 
 Metrics overhead (docs/benchmarks.md, "Metrics overhead"):
 
@@ -51,6 +52,12 @@ def run_once(command: list[str], env: dict[str, str], path: str) -> float:
         return figure(json.loads(out.read_text(encoding="utf-8")), path)
 
 
+def pair_order(repeat: int) -> tuple[str, str]:
+    """Which side runs first in pair ``repeat``: A B, then B A, in turn, so that a machine warming up
+    or drifting through the runs weighs on both sides alike."""
+    return ("A", "B") if repeat % 2 == 0 else ("B", "A")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--a", nargs="+", required=True, metavar="NAME=VALUE", help="environment of side A")
@@ -66,18 +73,21 @@ def main(argv: list[str] | None = None) -> None:
     sides = {"A": dict(item.split("=", 1) for item in args.a), "B": dict(item.split("=", 1) for item in args.b)}
     runs: dict[str, list[float]] = {"A": [], "B": []}
     for repeat in range(args.repeats):
-        for side, env in sides.items():
+        for side in pair_order(repeat):
+            env = sides[side]
             log(f"run {repeat + 1}/{args.repeats}, side {side} ({' '.join(f'{k}={v}' for k, v in env.items())})")
             runs[side].append(run_once(command, env, args.figure))
     medians = {side: statistics.median(values) for side, values in runs.items()}
     ratio = medians["A"] / medians["B"] if medians["B"] else float("nan")
+    pair_ratios = [a / b if b else float("nan") for a, b in zip(runs["A"], runs["B"])]
     print(markdown(["side", "environment", f"{args.figure} per run", "median"],
                    [[side, " ".join(f"{k}={v}" for k, v in sides[side].items()), ", ".join(f"{v:g}" for v in runs[side]),
                      f"{medians[side]:g}"] for side in sides]))
-    print(f"\nratio of the medians A/B: {ratio:.3f}")
+    print(f"\nratio of the medians A/B: {ratio:.3f} (pairs: {', '.join(f'{r:.3f}' for r in pair_ratios)})")
     print(f"command: {command_line('bench_ab.py', argv)}")
     write_json(args.json_out, {"command": command_line("bench_ab.py", argv), "figure": args.figure,
-                               "environments": sides, "runs": runs, "medians": medians, "ratio": ratio})
+                               "environments": sides, "runs": runs, "medians": medians, "ratio": ratio,
+                               "pair_ratios": pair_ratios})
 
 
 if __name__ == "__main__":

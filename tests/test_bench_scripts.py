@@ -235,7 +235,8 @@ def test_bench_ab_runs_the_sides_in_turn_and_reads_each_runs_figure(tmp_path):
                            "--json-out", str(out), "--", sys.executable, str(fake)],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert order.read_text() == "abab"
+    assert order.read_text() == "abba"
     result = json.loads(out.read_text())
     assert result["runs"] == {"A": [30.0, 30.0], "B": [20.0, 20.0]} and result["ratio"] == 1.5
-    assert "ratio of the medians A/B: 1.500" in done.stdout
+    assert result["pair_ratios"] == [1.5, 1.5]
+    assert "ratio of the medians A/B: 1.500 (pairs: 1.500, 1.500)" in done.stdout
