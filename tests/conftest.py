@@ -179,3 +179,15 @@ def shared_data() -> Path:
     if not SHARED_DATA.exists():
         pytest.fail(f"shared data not found at {SHARED_DATA}; the tests need ../shared/data beside the repo")
     return SHARED_DATA
+
+
+@pytest.fixture
+def recorded(monkeypatch) -> list[tuple[str, float, dict[str, str]]]:
+    """The counters this process records (name, value, labels); histograms are not kept."""
+    from lightrag_ray.metrics.client import metrics
+
+    seen: list[tuple[str, float, dict[str, str]]] = []
+    monkeypatch.setattr(metrics(), "count", lambda name, value=1.0, **tags: seen.append((name, value, tags)))
+    monkeypatch.setattr(metrics(), "observe", lambda name, value, **tags: None)
+    return seen
+

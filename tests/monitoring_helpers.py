@@ -2,6 +2,8 @@
 a Prometheus, for tests/test_monitoring.py and for end-to-end tests that run a real load:
 
     assert_every_expression_has_data(prometheus)  # after indexing and querying under the fixture
+
+and ``counted``, to sum what the ``recorded`` fixture (tests/conftest.py) saw a process record.
 """
 
 from __future__ import annotations
@@ -66,3 +68,8 @@ def assert_every_expression_has_data(prometheus: Any, absent_ok: tuple[str, ...]
     empty += [f"{series} (read by an alert)" for series in sorted(alert_series)
               if not prometheus.query(f"count({series})")]
     assert not empty, f"no data for: {empty}"
+
+
+def counted(recorded: list[tuple[str, float, dict[str, str]]], name: str, **tags: str) -> float:
+    """The sum of counter ``name``'s increments in ``recorded`` whose labels include ``tags``."""
+    return sum(value for seen, value, labels in recorded if seen == name and tags.items() <= labels.items())

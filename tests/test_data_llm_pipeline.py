@@ -11,6 +11,7 @@ from lightrag_ray.service.indexing import index_paths
 from lightrag_ray.storage import doc_status
 from lightrag_ray.storage.workspace import Workspace
 from tests.graph_helpers import dump_graph, expected_graph, passages_sent
+from tests.monitoring_helpers import counted
 from tests.test_index_pipeline import DOC_A, DOC_B, StageAudit
 
 BATCH = {"backend": "openai-batch", "batch_size": 8, "max_retries": 1}
@@ -32,7 +33,7 @@ def small_corpus(tmp_path):
 
 
 def test_christmas_carol_through_the_processor_gives_the_client_paths_graph(ray_cluster, llm, make_settings, shared_data,
-                                                                           monkeypatch):
+                                                                           monkeypatch, recorded):
     # The oracle is the one tests/test_index_pipeline.py holds the async-client path to (the
     # records the scripted LLM derives from each passage, merged); the two paths are compared
     # directly, graph for graph, on the small corpus below (the book twice would take minutes).
@@ -51,6 +52,12 @@ def test_christmas_carol_through_the_processor_gives_the_client_paths_graph(ray_
     assert report.summaries > 0 and counts["summary"] >= report.summaries
     assert (report.llm_prompt_tokens, report.llm_completion_tokens) == llm.sent_tokens() and llm.sent_tokens()[1] > 0
     assert report.llm_unmetered_requests == 0
+    # the processor's calls are counted as the client's are: by kind, with the server's tokens
+    for kind in ("extract", "glean", "summary"):
+        assert counted(recorded, "llm_requests", kind=kind, outcome="ok") == counts[kind]
+    assert counted(recorded, "llm_requests", outcome="error") == 0
+    assert (counted(recorded, "llm_tokens", type="prompt"), counted(recorded, "llm_tokens", type="completion")) == (
+        llm.sent_tokens())
     want_entities, want_relations = expected_graph(passages)
     assert (report.entities, report.relations) == (len(want_entities), len(want_relations))
     assert _keys(dump_graph(batch)) == (want_entities, want_relations)
@@ -60,7 +67,8 @@ def test_christmas_carol_through_the_processor_gives_the_client_paths_graph(ray_
     assert llm.counts() == {} and again.docs_skipped == 1 and again.docs_new == 0
 
 
-def test_failed_chunks_are_recorded_retried_and_only_good_ones_gleaned(ray_cluster, llm, make_settings, small_corpus):
+def test_failed_chunks_are_recorded_retried_and_only_good_ones_gleaned(ray_cluster, llm, make_settings, small_corpus,
+                                                                      recorded):
     clean = make_settings("clean", chunking=SMALL_CHUNKS)
     index_paths([str(small_corpus)], clean, progress=None)
     chunk_count = llm.counts()["extract"]
@@ -77,6 +85,9 @@ def test_failed_chunks_are_recorded_retried_and_only_good_ones_gleaned(ray_clust
     assert first.docs_failed == 2 and all("index the document again to retry them" in e["error"] for e in first.errors)
     reasons = " ".join(e["error"] for e in first.errors)
     assert "unparseable LLM output" in reasons and "no choices" in reasons
+    # the malformed answer was an answered call; the 500 a failed one
+    assert counted(recorded, "llm_requests", workspace="flaky", kind="extract", outcome="ok") == chunk_count - 1
+    assert counted(recorded, "llm_requests", workspace="flaky", kind="extract", outcome="error") == 1
     docs = doc_status.load(Workspace(flaky.workspace))
     assert {d["status"] for d in docs.values()} == {doc_status.FAILED}
 

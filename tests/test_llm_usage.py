@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from lightrag_ray.cli.main import _index_summary
+from lightrag_ray.cli.main import _index_summary, _print
 from lightrag_ray.config import TokenPrice, load_settings
-from lightrag_ray.metrics import client as metrics_client
 from lightrag_ray.models.openai_http import OpenAICompatibleClient
 from lightrag_ray.models.usage import LLMCall, TokenUsage
 from lightrag_ray.query.engine import QueryParam
 from lightrag_ray.service.indexing import index_paths
 from lightrag_ray.service.session import LocalSession
+from lightrag_ray.service.status import workspace_status
 from tests.test_query import CORPUS
 
 QUESTION = "What did Maria Lopez discover?"
@@ -33,15 +33,6 @@ def test_token_usage_adds_up_and_is_unknown_when_a_call_had_none():
     assert metered.cost(price) == pytest.approx((7 * 2.0 + 3 * 10.0) / 1e6)
     assert both.cost(price) is None and metered.cost(None) is None
     assert TokenUsage.of_row(metered.counts()) == TokenUsage(7, 3)
-
-
-@pytest.fixture
-def recorded(monkeypatch) -> list[tuple[str, float, dict[str, str]]]:
-    """The counters this process records (name, value, labels)."""
-    seen: list[tuple[str, float, dict[str, str]]] = []
-    monkeypatch.setattr(metrics_client.metrics(), "count", lambda name, value=1.0, **tags: seen.append((name, value, tags)))
-    monkeypatch.setattr(metrics_client.metrics(), "observe", lambda name, value, **tags: None)
-    return seen
 
 
 def _words(messages: list[dict[str, Any]]) -> int:
@@ -91,7 +82,8 @@ def _corpus(root: Path) -> Path:
     return corpus
 
 
-def test_index_report_tokens_are_the_servers_and_cost_follows_the_price(ray_cluster, llm, make_settings, tmp_path):
+def test_index_report_tokens_are_the_servers_and_cost_follows_the_price_and_status_sums_the_runs(
+        ray_cluster, llm, make_settings, tmp_path, capsys):
     corpus = _corpus(tmp_path)
     settings = make_settings("priced", metrics={"prices": {"scripted": {"prompt": 1.0, "completion": 4.0}}},
                              llm={"model": "scripted"})
@@ -103,6 +95,21 @@ def test_index_report_tokens_are_the_servers_and_cost_follows_the_price(ray_clus
     assert report.llm_cost == pytest.approx((prompt * 1.0 + completion * 4.0) / 1e6)
     assert f"LLM tokens: {prompt} prompt, {completion} completion, estimated cost" in "\n".join(
         _index_summary(report.to_dict()))
+    # status: the last run's tokens and every run's, summed
+    (corpus / "more.txt").write_text(list(CORPUS.values())[2], encoding="utf-8")
+    llm.reset()
+    second = index_paths([str(corpus)], settings, progress=None)
+    assert second.docs_new == 1 and second.llm_prompt_tokens == llm.sent_tokens()[0] > 0
+    shown = workspace_status(settings.workspace)["last_sync"]
+    assert shown["llm"] == {"llm_prompt_tokens": second.llm_prompt_tokens, "llm_completion_tokens":
+                            second.llm_completion_tokens, "llm_unmetered_requests": 0, "llm_cost": second.llm_cost}
+    total = shown["llm_total"]
+    assert (total["llm_prompt_tokens"], total["llm_completion_tokens"]) == (
+        report.llm_prompt_tokens + second.llm_prompt_tokens, report.llm_completion_tokens + second.llm_completion_tokens)
+    assert total["llm_cost"] == pytest.approx(report.llm_cost + second.llm_cost)
+    _print({"last_sync": shown}, as_json=False)
+    assert (f"LLM tokens: last run {second.llm_prompt_tokens} prompt, {second.llm_completion_tokens} completion, "
+            f"estimated cost {second.llm_cost:.4g}; all runs {total['llm_prompt_tokens']} prompt") in capsys.readouterr().out
 
 
 def test_unknown_index_tokens_then_answers_report_the_servers_usage_whole_and_streamed(

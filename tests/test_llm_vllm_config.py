@@ -14,6 +14,8 @@ from lightrag_ray.config import ExtractionConfig, LLMConfig, Settings
 from lightrag_ray.models.llm_processor import (
     ERROR_COLUMN,
     VLLM_MISSING,
+    SECONDS_COLUMN,
+    _postprocess,
     _settle,
     answer_of,
     http_processor_config,
@@ -140,11 +142,17 @@ def test_rows_an_engine_failed_are_parsed_as_failures() -> None:
     failed = {"id": "c1", "messages": [], "generated_text": "", ERROR_COLUMN: "prompt too long"}
     settled = _settle(failed, parse=parse, columns=("id", "answer", "error"))
     assert settled["id"] == "c1" and settled["answer"] == "" and "prompt too long" in settled["error"]
-    assert TokenUsage.of_row(settled) == TokenUsage()
-    usage = TokenUsage(20, 4).counts()
-    good = {"id": "c2", "answer": "x", "error": "", **usage, ERROR_COLUMN: "", "prompt": None}
+    assert TokenUsage.of_row(settled) == TokenUsage() and settled[SECONDS_COLUMN] == -1.0
+    vllm, _ = _configs()
+    engine_row = {"id": "c2", "generated_text": "x", "num_input_tokens": 20, "num_generated_tokens": 4,
+                  "time_taken_llm": 1.5, ERROR_COLUMN: "", "prompt": None}
+    good = {**engine_row, **_postprocess(engine_row, parse=parse, llm=vllm)}
     assert _settle(good, parse=parse, columns=("id", "answer", "error")) == {
-        "id": "c2", "answer": "x", "error": "", **usage}
+        "id": "c2", "answer": "x", "error": "", **TokenUsage(20, 4).counts(), SECONDS_COLUMN: 1.5}
+    http, _ = _configs({"backend": "openai-batch"})
+    untimed = _postprocess({"id": "c3", "http_response": {"choices": [{"message": {"content": "y"}}]}},
+                           parse=parse, llm=http)
+    assert untimed[SECONDS_COLUMN] == -1.0 and TokenUsage.of_row(untimed) == TokenUsage(unmetered=1)
 
 
 def test_backends_that_use_a_processor() -> None:

