@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 from sentence_transformers import SentenceTransformer
 
-from lightrag_ray.models.embedding import SentenceTransformerEncoder, load_encoder, resolve_model_path
+from lightrag_ray.config import EmbeddingConfig
+from lightrag_ray.models.embedding import SentenceTransformerEncoder, load_encoder, make_query_embedder, resolve_model_path
 from lightrag_ray.models.mean_pooling import MeanPoolingEncoder, is_mean_pooling_model
+from tests.monitoring_helpers import counted
 
 MINILM = resolve_model_path("all-MiniLM-L6-v2")
 TEXTS = [
@@ -66,3 +68,16 @@ def test_only_the_plain_layout_counts_as_mean_pooling(tmp_path):
     extra = json.loads((Path(MINILM) / "modules.json").read_text()) + [
         {"idx": 3, "name": "3", "path": "3_Dense", "type": "sentence_transformers.models.Dense"}]
     assert not is_mean_pooling_model(str(copy_model(tmp_path, modules=extra)))
+
+
+def test_both_encoders_count_the_tokens_the_model_reads_and_queries_record_them(tmp_path, recorded):
+    """The tokens the model reads: special tokens included, past 256 truncated, the same through
+    transformers and sentence-transformers; a query embedder records texts and tokens as metrics."""
+    mean, library = load_encoder(MINILM, "cpu"), SentenceTransformerEncoder(MINILM, "cpu")
+    assert mean.count_tokens(["Fezziwig's ball"]) == library.count_tokens(["Fezziwig's ball"]) > 4
+    assert mean.count_tokens(["ghost " * 400]) == 256
+    assert mean.count_tokens(TEXTS) == library.count_tokens(TEXTS)
+    embedder = make_query_embedder(EmbeddingConfig(model="all-MiniLM-L6-v2", query_threads=1))
+    assert embedder.embed(TEXTS).shape == (len(TEXTS), 384)
+    assert counted(recorded, "embedding_texts", purpose="query") == len(TEXTS)
+    assert counted(recorded, "embedding_tokens", purpose="query") == mean.count_tokens(TEXTS)

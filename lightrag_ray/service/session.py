@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from lightrag_ray.config import Settings
 from lightrag_ray.core.context import QueryContext
+from lightrag_ray.metrics.client import metrics
 from lightrag_ray.models.embedding import make_query_embedder
 from lightrag_ray.models.llm_clients import make_llm_client
 from lightrag_ray.models.rerank import make_reranker
@@ -28,6 +29,7 @@ class LocalSession:
     connection pool (a loop per query left an unclosed HTTP client behind each time)."""
 
     def __init__(self, settings: Settings) -> None:
+        metrics().configure(settings.metrics)
         self.opened = open_workspace(settings, "session")  # fails at once on a workspace with no index
         try:
             self.embedder = make_query_embedder(settings.embedding)

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from lightrag_ray.config import load_settings
@@ -57,6 +55,8 @@ COUNTERS = {
     "tokens": ("sum by (type) (ray_lightrag_llm_tokens_total)", "type"),
     "queries": ('sum by (mode) (ray_lightrag_query_requests_total{route="/query"})', "mode"),
     "cost": ("sum(ray_lightrag_llm_cost_total)", ""),
+    "embedded": ("sum by (purpose) (ray_lightrag_embedding_texts_total)", "purpose"),
+    "embedded tokens": ("sum by (purpose) (ray_lightrag_embedding_tokens_total)", "purpose"),
 }
 
 
@@ -116,6 +116,10 @@ def test_an_indexing_runs_figures_equal_its_report_and_the_llm_servers_counts(pr
     cost = (tokens["prompt"] * 1.0 + tokens["completion"] * 2.0) / 1e6
     assert report.llm_cost == pytest.approx(cost)
     assert grown(prometheus, *COUNTERS["cost"], before["cost"], {"": cost}) == {"": cost}
+    embedded = {"index": float(report.vectors_upserted)}  # every vector stored was embedded once
+    assert grown(prometheus, *COUNTERS["embedded"], before["embedded"], embedded) == embedded
+    read = series(prometheus, *COUNTERS["embedded tokens"])["index"] - before["embedded tokens"].get("index", 0.0)
+    assert read > 3 * report.vectors_upserted  # at least [CLS], a word and [SEP] a text
 
 
 @pytest.fixture(scope="module")

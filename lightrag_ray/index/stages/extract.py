@@ -50,6 +50,7 @@ class _Extract:
 
     def __init__(self, settings: dict[str, Any], earlier_parts: list[str], run: RunFiles | None = None) -> None:
         self.settings = Settings.model_validate(settings)
+        metrics().configure(self.settings.metrics)  # a Ray Data worker's process
         self.workspace = run.workspace if run is not None else Workspace(self.settings.workspace)
         self.fingerprint = extraction_fingerprint(self.settings)
         self.cache = CacheIndex(self.workspace, self.fingerprint)

@@ -37,6 +37,7 @@ class SummarizeItems:
 
     def __init__(self, settings: dict[str, Any]) -> None:
         self.settings = Settings.model_validate(settings)
+        metrics().configure(self.settings.metrics)  # a Ray Data worker's process
         self.llm = BatchCaller(self.settings.llm)
 
     def __call__(self, items: list[Row]) -> list[Row]:
