@@ -284,6 +284,8 @@ def _print(result: dict[str, Any], as_json: bool) -> None:
         elif key == "last_sync" and value:
             counts = ", ".join(f"{value[k]} {k}" for k in ("added", "replaced", "moved", "removed", "unchanged"))
             print(f"last sync: {counts} sources; {value['documents_removed']} documents removed ({value['finished']})")
+            if "llm" in value:  # recorded since token usage was (issue 43)
+                print(f"LLM tokens: last run {_tokens(value['llm'])}; all runs {_tokens(value['llm_total'])}")
         else:
             print(f"{key}: {value}")
 
@@ -338,11 +340,16 @@ def _index_summary(r: dict[str, Any]) -> list[str]:
 
 
 def _tokens_line(r: dict[str, Any]) -> str:
-    """The LLM tokens of an index report: "unknown" when the server reported none for some call."""
+    """The LLM tokens of an index report."""
+    return f"LLM tokens: {_tokens(r)}"
+
+
+def _tokens(r: dict[str, Any]) -> str:
+    """The LLM tokens of a report's usage fields: "unknown" when the server reported none for some call."""
     if r["llm_unmetered_requests"]:
-        return f"LLM tokens: unknown ({r['llm_unmetered_requests']} calls without usage from the server)"
+        return f"unknown ({r['llm_unmetered_requests']} calls without usage from the server)"
     cost = f", estimated cost {r['llm_cost']:.4g}" if r["llm_cost"] is not None else ""
-    return f"LLM tokens: {r['llm_prompt_tokens']} prompt, {r['llm_completion_tokens']} completion{cost}"
+    return f"{r['llm_prompt_tokens']} prompt, {r['llm_completion_tokens']} completion{cost}"
 
 
 def _query(args: argparse.Namespace) -> int:

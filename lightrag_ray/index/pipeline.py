@@ -272,7 +272,7 @@ class IndexRun:
             ensure_ray(self.settings)
         elif resource == "embedding" and self.pool is None:
             self.pool = self.embedding_pool.lease() if self.embedding_pool is not None else EmbeddingPool(
-                self.settings.embedding, self.niceness)
+                self.settings.embedding, self.niceness, self.settings.metrics)
             stack.callback(self.pool.close)  # a caller's pool stays up: this run holds a lease of it
             self._parts.embed_workers, self._parts.embed_batch = self.pool.workers, self.pool.batch_size
         elif resource == "graph" and self.graph is None:
@@ -520,11 +520,12 @@ class IndexRun:
         """The sources table and the last sync's summary (after the commit: the chunk and status
         tables follow it); with nothing to read, only the summary."""
         sync = self._synced
+        llm = {**self.report.usage.counts(), "llm_cost": self.report.usage.cost(model_price(self.settings))}
         if self._has_work():
-            sync.finish()
+            sync.finish(llm)
         else:
             self.report.sources_unchanged = sync.alone
-            sources.save_last_sync(self.workspace, sync.summary())
+            sources.save_last_sync(self.workspace, sync.summary(), llm)
 
     # ---- helpers ----------------------------------------------------------------------
     def _check_stop(self) -> None:

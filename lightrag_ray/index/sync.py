@@ -105,14 +105,15 @@ class SourceSync:
         self.moved_docs = set(moved)
         return len(rows)
 
-    def finish(self) -> None:
-        """After the commit: the chunks table, the status table and the sources table follow."""
+    def finish(self, llm: dict[str, Any]) -> None:
+        """After the commit: the chunks table, the status table and the sources table follow
+        (``llm``: the run's LLM usage, for the last sync's record)."""
         chunk_table.drop_rows(self.workspace, self.dropped)
         gone = self.result.removed_docs & set(self.docs)
         if gone:
             doc_status.remove(self.workspace, gone)
         sources.save(self.workspace, self.result.sources)
-        sources.save_last_sync(self.workspace, self.summary())
+        sources.save_last_sync(self.workspace, self.summary(), llm)
 
     def summary(self, limit: int | None = REPORTED_SOURCES) -> dict[str, Any]:
         """Counts per outcome and the sources of each (the first ``limit``)."""

@@ -23,10 +23,10 @@ import ray
 from lightrag_ray.config import Settings
 from lightrag_ray.metrics.client import metrics, workspace_label
 from lightrag_ray.ray_runtime import BACKGROUND_NICENESS, lower_thread_priority, named_actor
-from lightrag_ray.service import status
 from lightrag_ray.service.opening import bound_settings
 from lightrag_ray.service.workspace_service import WorkspaceService, WriteBusy
 from lightrag_ray.service.workspaces import NoRoomForWorkspace, UnknownWorkspace, WorkspaceCatalog
+from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph.actor import shard_actor_name
 
 ROOM_WAIT_S = 30.0
@@ -146,7 +146,7 @@ class WorkspacePool:
 
     def record_gauges(self) -> None:
         """The open workspaces, their insert jobs, graph sizes and actor memory, as metrics
-        (blocking: it reads manifests and asks the actors). Never raises: a workspace closed
+        (blocking: it reads each manifest and asks the actors for their memory). Never raises: a workspace closed
         meanwhile (its actors gone) is skipped until the next call."""
         metrics().gauge("workspaces_open", len(self.hosted))
         for hosted in list(self.hosted.values()):
@@ -162,9 +162,9 @@ class WorkspacePool:
         metrics().gauge("insert_jobs", running, workspace=label, state="running")
         metrics().gauge("insert_jobs", max(len(hosted.service.unfinished_jobs()) - running, 0),
                         workspace=label, state="queued")
-        found = status.counts(hosted.service.workspace)
-        for kind in ("entities", "relations"):
-            metrics().gauge("graph_items", found[kind], workspace=label, kind=kind)
+        manifest = manifests.load(hosted.service.workspace)  # its JSON alone: no document table read
+        metrics().gauge("graph_items", manifest.entities, workspace=label, kind="entities")
+        metrics().gauge("graph_items", manifest.relations, workspace=label, kind="relations")
         metrics().gauge("workspace_memory_bytes", hosted.service.memory_bytes(), workspace=label)
 
     def close_all(self) -> None:

@@ -1,6 +1,7 @@
 """The sources table (``sources/sources.parquet``): which file, record or upload names which
 document, with the size and modification time it had when read (core.sources); and what the
-last sync did (``sources/last_sync.json``, shown by ``status``)."""
+last sync did, with its LLM tokens and those of every run before (``sources/last_sync.json``,
+shown by ``status``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from lightrag_ray.core.sources import FILE, UNKNOWN, normalise_source, under
+from lightrag_ray.models.usage import USAGE_COLUMNS
 from lightrag_ray.storage.workspace import Workspace
 
 TABLE = ("sources", "sources.parquet")
@@ -63,10 +65,22 @@ def adopted(docs: dict[str, Row], known: list[Row], roots: list[str]) -> list[Ro
     return rows
 
 
-def save_last_sync(workspace: Workspace, summary: dict[str, Any]) -> None:
-    """Record what a sync did (its plan's summary), with the time."""
+def save_last_sync(workspace: Workspace, summary: dict[str, Any], llm: dict[str, Any]) -> None:
+    """Record what a sync did (its plan's summary), with the time, and its run's LLM usage
+    (``llm``: its index report's ``USAGE_COLUMNS`` and ``llm_cost``), also added to the runs' before (``llm_total``)."""
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    workspace.write_bytes(json.dumps({**summary, "finished": now}, ensure_ascii=False).encode(), *LAST_SYNC)
+    before = (last_sync(workspace) or {}).get("llm_total")
+    record = {**summary, "finished": now, "llm": llm, "llm_total": added_usage(before, llm)}
+    workspace.write_bytes(json.dumps(record, ensure_ascii=False).encode(), *LAST_SYNC)
+
+
+def added_usage(before: dict[str, Any] | None, run: dict[str, Any]) -> dict[str, Any]:
+    """The usage fields of ``before`` plus ``run``'s; the cost is unknown (None) once a run's was."""
+    if before is None:
+        return dict(run)
+    total = {key: before.get(key, 0) + run[key] for key in USAGE_COLUMNS}
+    cost = None if before.get("llm_cost") is None or run["llm_cost"] is None else before["llm_cost"] + run["llm_cost"]
+    return {**total, "llm_cost": cost}
 
 
 def last_sync(workspace: Workspace) -> dict[str, Any] | None:
