@@ -14,45 +14,63 @@ from lightrag_ray.config import EmbeddingConfig
 from lightrag_ray.index.embedding_pool import EmbeddingPool
 from lightrag_ray.service.indexing import index_paths
 from lightrag_ray.models.embedding import SentenceTransformerEmbedder
-from lightrag_ray.storage.vectors import open_store
+from lightrag_ray.index.stages.embed import store_items
+from lightrag_ray.storage.vector_owner import VectorSink
+from lightrag_ray.storage.vectors import chunk_vector_item, open_store
 from tests.test_index_pipeline import DOC_A, DOC_B
 
+DIM = 384  # the packaged MiniLM's
 TEXTS = [f"Passage {i}: Ebenezer Scrooge counts coins {'again ' * (i % 7)}in London." for i in range(40)]
 
 
 def _items(texts: list[str]) -> list[dict]:
-    return [{"kind": "chunks", "id": f"c{i}", "text": t, "meta": "{}"} for i, t in enumerate(texts)]
+    return [chunk_vector_item({"chunk_id": f"c{i}", "doc_id": "d", "file_path": "f.txt", "order": i, "text": t})
+            for i, t in enumerate(texts)]
 
 
-def _collect(pool: EmbeddingPool) -> dict[str, np.ndarray]:
-    return {item["id"]: vector for items, vectors in pool.completed() for item, vector in zip(items, vectors)}
+def _stored(settings, texts: list[str]) -> dict[str, np.ndarray]:
+    """The vectors of ``_items(texts)`` as stored in the settings' Milvus, by id."""
+    store = open_store(settings, DIM)
+    try:
+        rows = store.get("chunks", [f"c{i}" for i in range(len(texts))], ["id", "vector"])
+    finally:
+        store.close()
+    return {row["id"]: np.asarray(row["vector"], dtype=np.float32) for row in rows}
 
 
-def test_pool_returns_every_item_with_the_models_vector(ray_cluster):
+@pytest.fixture
+def server_settings(make_settings, milvus_server, request):
+    """Settings whose vectors go to the session's Milvus server, in collections of this test's own."""
+    return make_settings(vectors={"uri": milvus_server, "collection_prefix": f"pool_{request.node.name[-20:]}"})
+
+
+def test_pool_stores_every_item_with_the_models_vector(ray_cluster, server_settings):
     pool = EmbeddingPool(EmbeddingConfig(batch_size=4, num_cpus=0.1))  # batches of 16 texts
     try:
-        pool.submit(_items(TEXTS))
-        assert len(pool.pending) == 3
-        got = _collect(pool)
+        assert store_items(pool.workers, VectorSink.of(server_settings, DIM), _items(TEXTS), pool.batch_size) == len(TEXTS)
     finally:
         pool.close()
+    got = _stored(server_settings, TEXTS)
     assert sorted(got) == sorted(f"c{i}" for i in range(len(TEXTS)))
     local = SentenceTransformerEmbedder(EmbeddingConfig()).embed([TEXTS[5], TEXTS[33]])
     np.testing.assert_allclose(got["c5"], local[0], atol=1e-5)
     np.testing.assert_allclose(got["c33"], local[1], atol=1e-5)
 
 
-def test_pool_retries_batches_of_a_worker_that_died(ray_cluster):
+def test_pool_retries_batches_of_a_worker_that_died(ray_cluster, server_settings):
     pool = EmbeddingPool(EmbeddingConfig(batch_size=4, num_cpus=0.1))
+    sink = VectorSink.of(server_settings, DIM)
     try:
-        pool.submit(_items(TEXTS[:4]))
-        assert len(_collect(pool)) == 4  # the worker is up
-        pid = ray.get(pool.workers[0].__ray_call__.remote(lambda self: os.getpid()))
-        pool.submit(_items(TEXTS))
+        worker = pool.workers[0]
+        assert ray.get(worker.embed_and_store.remote(_items(TEXTS[:4]), sink)) == 4  # the worker is up
+        pid = ray.get(worker.__ray_call__.remote(lambda self: os.getpid()))
+        items = _items(TEXTS)
+        refs = [worker.embed_and_store.remote(items[start : start + 8], sink) for start in range(0, len(items), 8)]
         os.kill(pid, signal.SIGKILL)
-        got = _collect(pool)
+        assert sum(ray.get(refs)) == len(TEXTS)
     finally:
         pool.close()
+    got = _stored(server_settings, TEXTS)
     assert len(got) == len(TEXTS)
     assert all(np.isclose(np.linalg.norm(v), 1.0, atol=1e-4) for v in got.values())
 
@@ -60,8 +78,7 @@ def test_pool_retries_batches_of_a_worker_that_died(ray_cluster):
 def _worker_niceness(niceness: int | None) -> int:
     pool = EmbeddingPool(EmbeddingConfig(batch_size=4, num_cpus=0.1), niceness=niceness)
     try:
-        pool.submit(_items(TEXTS[:4]))
-        assert len(_collect(pool)) == 4
+        assert ray.get(pool.workers[0].embed.remote(TEXTS[:4])).shape == (4, DIM)
         return ray.get(pool.workers[0].__ray_call__.remote(lambda self: os.nice(0)))
     finally:
         pool.close()
@@ -89,13 +106,11 @@ def test_runs_given_a_pool_use_its_worker_and_leave_it_up(ray_cluster, llm, make
             reports.append(index_paths([str(tmp_path / name)], settings, progress=None, embedding_pool=pool))
         assert [(r.docs_new, r.chunks_failed) for r in reports] == [(1, 0), (1, 0)]
         assert all(r.vectors_upserted > r.chunks for r in reports)  # chunks, entities and relations
-        assert _worker_identity(pool) == loaded and not pool.pending  # same actor, process and model
-        pool.submit(_items([DOC_A, DOC_B]))  # still up for the caller
-        vectors = _collect(pool)
+        assert _worker_identity(pool) == loaded  # same actor, process and model
+        vectors = dict(zip(["c0", "c1"], ray.get(pool.workers[0].embed.remote([DOC_A, DOC_B]))))  # still up
     finally:
         pool.close()  # the caller's job: the runs left it open
-    with pytest.raises(RuntimeError, match="closed"):
-        pool.submit(_items(["too late"]))
+    assert pool.workers == []
     store = open_store(settings, dim)
     try:
         hits = store.search("chunks", [vectors["c0"], vectors["c1"]], 1, output_fields=["file_path"])
@@ -115,8 +130,7 @@ def test_a_worker_dead_for_good_is_replaced_so_later_runs_work(ray_cluster):
         with pytest.raises(ray.exceptions.RayActorError):
             ray.get(dead.embed.remote(["x"]))
         assert pool.revive() == 1 and pool.workers[0] is not dead and pool.workers[1] is not None
-        pool.submit(_items(TEXTS))
-        got = _collect(pool)
+        embedded = ray.get([worker.embed.remote(TEXTS) for worker in pool.workers])
     finally:
         pool.close()
-    assert len(got) == len(TEXTS)
+    assert [vectors.shape for vectors in embedded] == [(len(TEXTS), DIM)] * 2

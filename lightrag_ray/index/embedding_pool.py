@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -62,7 +61,8 @@ class EmbedWorker:
 
 
 class EmbeddingPool:
-    """``config.actors`` EmbedWorkers; ``submit`` items, then collect ``completed`` batches.
+    """``config.actors`` EmbedWorkers, which the run's stages give batches to embed and store
+    (``index.stages.embed.store_items``).
 
     A worker that dies is restarted by Ray and its pending batches are retried there.
     ``niceness``: the workers' niceness (None: Ray's default; see ``niceness_options``).
@@ -80,17 +80,12 @@ class EmbeddingPool:
         self.metrics_config = (metrics or MetricsConfig()).model_dump()
         self.workers = [self._start_worker() for _ in range(config.actors)]
         self.batch_size = config.batch_size * 4
-        self.max_in_flight = 2 * len(self.workers)  # one running and one queued per worker
-        self.pending: dict[ray.ObjectRef, list[Item]] = {}
-        self._turn = 0
         self.owner = True
 
     def lease(self) -> EmbeddingPool:
-        """A view of this pool for one run (or one thread of it): the same workers, its own
-        pending batches. Closing it forgets its batches and leaves the workers up, so a run that
-        failed with batches in flight hands none of them to the next run."""
+        """A view of this pool for one run: the same workers, which closing it leaves up."""
         view = copy.copy(self)
-        view.pending, view.owner = {}, False
+        view.owner = False
         return view
 
     def _start_worker(self) -> Any:
@@ -115,31 +110,12 @@ class EmbeddingPool:
         vectors = ray.get([worker.embed.remote(["warm up"]) for worker in self.workers])
         return int(vectors[0].shape[1])
 
-    def submit(self, items: list[Item]) -> None:
-        """Queue ``items`` for embedding, shortest texts first, spread over the workers."""
-        if not self.workers:
-            raise RuntimeError("this embedding pool is closed: open a new EmbeddingPool, or lease an open one")
-        ordered = sorted(items, key=lambda item: len(item["text"]))
-        for start in range(0, len(ordered), self.batch_size):
-            batch = ordered[start : start + self.batch_size]
-            worker = self.workers[self._turn % len(self.workers)]
-            self._turn += 1
-            self.pending[worker.embed.remote([str(item["text"]) for item in batch])] = batch
-
-    def completed(self, leave: int = 0) -> Iterator[tuple[list[Item], np.ndarray]]:
-        """Submitted batches with their vectors, in order of completion, until at most
-        ``leave`` are still pending."""
-        while len(self.pending) > leave:
-            ready, _ = ray.wait(list(self.pending), num_returns=1)
-            for ref in ready:
-                yield self.pending.pop(ref), ray.get(ref)
-
     def close(self) -> None:
-        """Kill the workers (a lease: only forget its batches); the pool cannot be used after."""
+        """Kill the workers (a lease: leave them up); the pool cannot be used after."""
         if self.owner:
             for worker in self.workers:
                 ray.kill(worker)
-        self.workers, self.pending = [], {}
+        self.workers = []
 
 
 class KeptEmbeddingPool:
