@@ -4,6 +4,7 @@ fragment, and after a document is deleted its text never reaches a summary promp
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -91,3 +92,36 @@ def test_a_delete_and_an_entity_merge_summarise_what_they_leave_over_the_limits(
         assert "Jacob Marley rattled his chains" in prompt
         merged = router.fetch([entity_key("Ebenezer Scrooge")], [])["entities"][0]
         assert merged["description"].startswith("Summary of") and "Jacob Marley" not in merged["description"][:20]
+
+
+@pytest.mark.integration
+def test_a_ray_data_run_summarises_on_a_cluster_with_no_whole_cpu_free(ray_cluster, llm, make_settings, tmp_path):
+    """A small cluster busy with served workspaces may have no whole CPU free: every task of a Ray
+    Data run must ask only what its settings say (Ray Data's from_pandas_refs asked a whole CPU per
+    summary partition, and such a run waited forever at its summaries)."""
+    import ray
+
+    @ray.remote
+    class Busy:
+        def ready(self) -> bool:
+            return True
+
+    hold = ray.available_resources().get("CPU", 0.0) - 0.5
+    busy = Busy.options(num_cpus=hold).remote() if hold > 0 else None  # leave half a CPU free
+    try:
+        if busy is not None:
+            ray.get(busy.ready.remote(), timeout=60)
+        settings = make_settings(
+            "busy", graph={"summary_max_fragments": 3, "num_shards": 2, "num_cpus": 0.02},
+            ray={"local_stages_max_mb": 0, "task_cpus": 0.05},  # Ray Data pools, even for this small corpus
+            extraction={"actors": 1, "num_cpus": 0.05}, embedding={"actors": 1, "num_cpus": 0.05})
+        done: list[Any] = []
+        run = threading.Thread(target=lambda: done.append(index_paths(write_docs(tmp_path, FIRST), settings,
+                                                                      progress=None)), daemon=True)
+        run.start()
+        run.join(timeout=240)
+        assert done, "the run did not finish in 240 s beside a cluster with half a CPU free"
+        assert done[0].stages == "ray-data" and done[0].summaries == 1 and llm.counts()["summary"] == 1
+    finally:
+        if busy is not None:
+            ray.kill(busy)

@@ -40,7 +40,7 @@ from lightrag_ray.index.stages.extract import extraction_stage
 from lightrag_ray.index.stages.merge import MergeIntoShards
 from lightrag_ray.index.stages.read import ReadFiles, path_batches
 from lightrag_ray.index.stages.summarise import (
-    ApplySummaries, SummarizeItems, no_summaries, pending_partitions, summarise_in_process)
+    ApplySummaries, PartitionRows, SummarizeItems, no_summaries, pending_partitions, summarise_in_process)
 from lightrag_ray.ray_runtime import actor_pool
 from lightrag_ray.storage.extraction_cache import CacheIndex, extraction_fingerprint
 from lightrag_ray.storage.graph.handles import ShardHandles
@@ -303,7 +303,9 @@ class RayDataPools:
         if parts.settings.llm.backend == "none":
             return totals
         refs = pending_partitions(parts.graph, parts.settings, parts.task_args)
-        ds = ray.data.from_pandas_refs(refs).map_batches(
+        ds = _dataset_of([{"partition": number} for number in range(len(refs))])
+        ds = ds.map_batches(batch_task(PartitionRows(refs)), batch_format="pandas", **parts.task_args)
+        ds = ds.map_batches(
             pool_of(SummarizeItems), fn_constructor_kwargs={"settings": parts.settings_dict},
             batch_size=parts.settings.llm.max_concurrency, batch_format="pandas",
             **actor_pool(ex.actors, ex.num_cpus, ex.num_gpus), **_runtime(parts.task_args))

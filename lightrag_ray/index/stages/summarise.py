@@ -108,6 +108,20 @@ def pending_partitions(shards: ShardHandles, settings: Settings, task_options: d
     return [_one_per_hash.options(**task_options).remote(*(refs[p] for refs in per_shard)) for p in range(partitions)]
 
 
+class PartitionRows:
+    """(partition) rows -> the items of those partitions (``pending_partitions``' refs, which the
+    driver holds), so that the LLM stage's dataset starts from rows the driver put: Ray Data's
+    ``from_pandas_refs`` asks a whole CPU per partition to read its metadata, which a small
+    cluster busy with served workspaces may never have free (the run then waits forever)."""
+
+    def __init__(self, partitions: list[Any]) -> None:
+        self.partitions = partitions
+
+    def __call__(self, rows: list[Row]) -> list[Row]:
+        frames = ray.get([self.partitions[int(row["partition"])] for row in rows])
+        return [item for frame in frames for item in frame.to_dict("records")]
+
+
 def no_summaries() -> dict[str, int]:
     """The counts of ``ApplySummaries`` when nothing was summarised."""
     return {"summaries": 0, "summaries_failed": 0, **TokenUsage().counts()}
