@@ -18,7 +18,8 @@ def test_query_embedder_uses_query_threads_and_indexing_embedder_cpu_threads():
     before = torch.get_num_threads()
     try:
         query = make_query_embedder(config)
-        assert query.threads == 1 and query.pool is None and torch.get_num_threads() == 1
+        assert query.purpose == "query"  # its calls counted as metrics (MeteredEmbedder)
+        assert query.embedder.threads == 1 and query.embedder.pool is None and torch.get_num_threads() == 1
         indexing = make_embedder(config)
         assert indexing.threads == 2 and indexing.pool is not None
         assert torch.get_num_threads() == 1  # one torch thread per encoding thread
