@@ -26,6 +26,10 @@ class Embedder(Protocol):
         """One row per text."""
         ...
 
+
+class ModelEmbedder(Embedder, Protocol):
+    """An embedder that runs the model itself (``make_embedder``'s): it can count tokens."""
+
     def count_tokens(self, texts: list[str]) -> int | None:
         """Tokens the model reads of ``texts``; None when the backend cannot tell."""
         ...
@@ -35,7 +39,7 @@ class MeteredEmbedder:
     """An embedder whose calls are recorded as the ``embedding_texts`` and ``embedding_tokens``
     metrics of ``purpose`` (the tokens counted only while metrics are on)."""
 
-    def __init__(self, embedder: Embedder, purpose: Purpose) -> None:
+    def __init__(self, embedder: ModelEmbedder, purpose: Purpose) -> None:
         self.embedder, self.purpose = embedder, purpose
         self.dim = embedder.dim
 
@@ -190,7 +194,7 @@ class USEM3Embedder:
         return None
 
 
-def make_embedder(config: EmbeddingConfig, threads: int | None = None) -> Embedder:
+def make_embedder(config: EmbeddingConfig, threads: int | None = None) -> ModelEmbedder:
     """The embedder the configuration names; ``threads``: CPU threads of a local model
     (default: the configuration's indexing setting)."""
     if config.backend == "openai":
