@@ -1,6 +1,6 @@
 """Shared fixtures: one local Ray cluster per session, one scripted LLM server, one scripted
-rerank server, one Milvus server, one Prometheus scraping the cluster (each started by the first
-test that needs it)."""
+rerank server, one Milvus server (each started by the first test that needs it), and a Prometheus
+scraping the cluster for each module that asks for one."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import pytest  # noqa: E402
 
 from lightrag_ray.config import Settings, load_settings  # noqa: E402
 from tests.milvus_standalone import MilvusStandalone  # noqa: E402
-from tests.net_helpers import free_port  # noqa: E402
+from tests.net_helpers import free_port, wait_until  # noqa: E402
 from tests.prometheus_server import PrometheusServer  # noqa: E402
 from tests.s3_server import S3Server  # noqa: E402
 from tests.scripted_llm import ScriptedLLM  # noqa: E402
@@ -66,11 +66,13 @@ def ray_cluster():
     ray.shutdown()
 
 
-@pytest.fixture(scope="session")
-def prometheus(tmp_path_factory):
+@pytest.fixture(scope="module")
+def prometheus(ray_cluster, tmp_path_factory):
     """A real Prometheus on 127.0.0.1 (tests/prometheus_server.py) scraping the session
-    cluster's metrics every second (whether or not a test has started the cluster yet)."""
+    cluster's metrics every second, from its first scrape on, for one module: a scrape every
+    second costs Ray's metrics agent a tenth of a core, too much for the whole session."""
     with PrometheusServer(tmp_path_factory.mktemp("prometheus"), [f"127.0.0.1:{METRICS_EXPORT_PORT}"]) as server:
+        wait_until(lambda: any(row["value"][1] == "1" for row in server.query("up")), 30, "the first scrape")
         yield server
 
 
