@@ -69,10 +69,11 @@ def ray_cluster():
 @pytest.fixture(scope="module")
 def prometheus(ray_cluster, tmp_path_factory):
     """A real Prometheus on 127.0.0.1 (tests/prometheus_server.py) scraping the session
-    cluster's metrics every second, from its first scrape on, for one module: a scrape every
-    second costs Ray's metrics agent a tenth of a core, too much for the whole session."""
+    cluster's metrics every second, from its first scrape on, for one module: each scrape renders
+    every series the session made, which kept Ray's metrics agent at up to half a core when one
+    Prometheus scraped for the whole session (docs/benchmarks.md, Test suite time)."""
     with PrometheusServer(tmp_path_factory.mktemp("prometheus"), [f"127.0.0.1:{METRICS_EXPORT_PORT}"]) as server:
-        wait_until(lambda: any(row["value"][1] == "1" for row in server.query("up")), 30, "the first scrape")
+        wait_until(lambda: any(row["value"][1] == "1" for row in server.query("up")), 30, "Prometheus's first scrape of the cluster")
         yield server
 
 
