@@ -31,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,13 +86,9 @@ log = logger("bench_corpus")
 # ---- corpus ----------------------------------------------------------------------------------
 def _markdown_prose(text: str) -> str:
     """The prose of a markdown file: no headings, tables or code fences; list markers dropped."""
-    lines = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith(("#", "|", "```", "---")):
-            continue
-        lines.append(re.sub(r"^(?:[-*+]|\d+\.)\s+", "", line))
-    return " ".join(lines)
+    lines = (line.strip() for line in text.splitlines())
+    return " ".join(re.sub(r"^(?:[-*+]|\d+\.)\s+", "", line) for line in lines
+                    if not line.startswith(("#", "|", "```", "---")))
 
 
 def sentence_sources(data: Path = DATA) -> list[tuple[str, list[str]]]:
@@ -110,12 +107,9 @@ def sentence_sources(data: Path = DATA) -> list[tuple[str, list[str]]]:
     seen: set[str] = set()
     sources = []
     for name, sentences in texts:
-        kept = []
-        for sentence in sentences:
-            words = len(sentence.split())
-            if SENTENCE_WORDS[0] <= words <= SENTENCE_WORDS[1] and sentence not in seen:
-                seen.add(sentence)
-                kept.append(sentence)
+        kept = list(dict.fromkeys(s for s in sentences
+                                  if s not in seen and SENTENCE_WORDS[0] <= len(s.split()) <= SENTENCE_WORDS[1]))
+        seen.update(kept)
         if kept:
             sources.append((name, kept))
     return sources
@@ -331,17 +325,15 @@ class Sampler(Poller):
         """Per role, the largest RSS its processes added up to in one sample; and that of all
         Ray processes (workers and daemons). Roles are the processes' final ones (an idle pool
         worker that became an actor counts for the actor's role throughout)."""
-        peaks: dict[str, int] = {}
+        peaks: Counter[str] = Counter()
         ray_peak = 0
         for sample in self.ticks:
-            sums: dict[str, int] = {}
+            sums: Counter[str] = Counter()
             for pid, rss in sample:
-                role = self.procs[pid].role
-                sums[role] = sums.get(role, 0) + rss
-            for role, total in sums.items():
-                peaks[role] = max(peaks.get(role, 0), total)
-            ray_peak = max(ray_peak, sum(total for role, total in sums.items() if role in RAY_ROLES))
-        return peaks, ray_peak
+                sums[self.procs[pid].role] += rss
+            peaks |= sums  # the larger count of each role
+            ray_peak = max(ray_peak, sum(sums[role] for role in RAY_ROLES))
+        return dict(peaks), ray_peak
 
     def roles(self, driver_rusage: Any = None) -> dict[str, dict[str, Any]]:
         """Per role: processes, peak RSS MiB (largest process; largest sum at one moment),
@@ -370,13 +362,12 @@ class Sampler(Poller):
         total = sum(row["cpu_s"] for row in result.values())
         ordered = {role: result[role] for role in ROLES if role in result}
         for row in ordered.values():
-            row["cpu_share"] = row["cpu_s"] / total if total else 0.0
+            row["cpu_share"] = round(row["cpu_s"] / total if total else 0.0, 4)
             row["titles"] = sorted(row["titles"])[:12]
             for key in ("peak_rss_mib", "peak_sum_rss_mib", "peak_private_mib", "cpu_s", "sampled_cpu_s",
                         "sampled_peak_rss_mib"):
                 if key in row:
                     row[key] = round(row[key], 2 if key.endswith("cpu_s") else 1)
-            row["cpu_share"] = round(row["cpu_share"], 4)
         ordered[BENCH] = {"processes": 1, "peak_rss_mib": round(self.bench_peak / MIB, 1),
                           "peak_sum_rss_mib": round(self.bench_peak / MIB, 1), "peak_private_mib": None,
                           "cpu_s": round(self.bench_cpu, 2), "cpu_share": None, "titles": []}
@@ -534,7 +525,7 @@ def run_index(command: list[str], env: dict[str, str], log_path: Path, interval:
         try:
             report = json.loads(stdout[stdout.index("{"):])
         except ValueError:
-            report = {}
+            pass
     result = {"wall_s": round(wall, 2), "exit_code": proc.returncode, "driver_pid": proc.pid, "report": report,
               "roles": sampler.roles(usage), "ray_peak_sum_rss_mib": round(sampler.peak_sums()[1] / MIB, 1),
               "log": str(log_path), "progress_lines": [[round(at, 2), text] for at, text in lines]}
@@ -587,6 +578,27 @@ class RayCluster:
         if self.cluster is not None:
             self.cluster.shutdown()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def start_milvus(server: MilvusStandalone) -> None:
+    """The Milvus server, in an emptied base folder."""
+    shutil.rmtree(server.base_dir, ignore_errors=True)
+    server.base_dir.mkdir(parents=True)
+    server.start()
+
+
+def index_command(folder: str | Path, workspace: str | Path, args: argparse.Namespace, address: str,
+                  llm: ScriptedLLM | None, server: MilvusStandalone | None, *flags: str) -> list[str]:
+    """``lightrag-ray index`` of ``folder`` into ``workspace`` on the cluster at ``address``, as the
+    corpus benchmarks run it (``args``: --mode and the chunk sizes)."""
+    command = [sys.executable, "-m", "lightrag_ray.cli.main", "index", str(folder), "--workspace", str(workspace),
+               "--extraction-mode", args.mode, "--json", "--ray-address", address,
+               "--chunk-tokens", str(args.chunk_tokens), "--overlap-tokens", str(args.overlap_tokens), *flags]
+    if llm is not None:
+        command += ["--llm-base-url", llm.url, "--llm-model", "scripted"]
+    if server is not None:
+        command += ["--milvus-uri", server.uri]
+    return command
 
 
 def job_actors_gone(driver_pid: int, timeout_s: float = 90.0) -> dict[str, Any]:
@@ -695,17 +707,12 @@ def role_table(run: dict[str, Any]) -> str:
 
 
 def summary_table(rows: list[dict[str, Any]]) -> str:
-    lines = []
-    for row in rows:
-        for label, run in row["runs"].items():
-            if "report" not in run or not run["report"]:
-                continue
-            t = run["totals"]
-            lines.append([row["target_chunks"], label, run["report"].get("chunks"), run["report"].get("stages"),
-                          run["wall_s"], run["chunks_per_s"], round(t["driver_peak_rss_mib"]),
-                          round(t["driver_peak_private_mib"]), round(run["ray_peak_sum_rss_mib"]),
-                          t["driver_cpu_s"], t["total_cpu_s"],
-                          f"{100 * t['driver_cpu_share']:.1f}%"])
+    lines = [[row["target_chunks"], label, run["report"].get("chunks"), run["report"].get("stages"), run["wall_s"],
+              run["chunks_per_s"], round(run["totals"]["driver_peak_rss_mib"]),
+              round(run["totals"]["driver_peak_private_mib"]), round(run["ray_peak_sum_rss_mib"]),
+              run["totals"]["driver_cpu_s"], run["totals"]["total_cpu_s"],
+              f"{100 * run['totals']['driver_cpu_share']:.1f}%"]
+             for row in rows for label, run in row["runs"].items() if run.get("report")]
     return markdown(["target", "run", "chunks", "extraction in", "wall s", "chunks/s", "driver peak RSS MiB",
                      "driver peak private MiB", "Ray peak RSS MiB (sum)", "driver CPU s", "run CPU s",
                      "driver CPU share"], lines)
@@ -826,12 +833,9 @@ def replot(sources: list[str], png: str | None) -> None:
     """``--plot-from LABEL=JSON ...``: the plot of earlier runs, one series per file."""
     if not png:
         raise SystemExit("--plot-from needs --plot PNG")
-    series = []
-    for source in sources:
-        label, _, path = source.rpartition("=")
-        series.append((label, json.loads(Path(path).read_text(encoding="utf-8"))["rows"]))
-    if not plot(series, Path(png), "lightrag-ray index: " + ", ".join(label or path for label, path in
-                                                                       (s.rpartition("=")[::2] for s in sources))):
+    pairs = [source.rpartition("=")[::2] for source in sources]  # (label, path)
+    series = [(label, json.loads(Path(path).read_text(encoding="utf-8"))["rows"]) for label, path in pairs]
+    if not plot(series, Path(png), "lightrag-ray index: " + ", ".join(label or path for label, path in pairs)):
         raise SystemExit("nothing to plot: no uninterrupted run in those files (or matplotlib is missing)")
     print(f"plot: {png}")
 
@@ -856,9 +860,7 @@ def main(argv: list[str] | None = None) -> None:
         labels: dict[int, str] = {}
         if server is not None:
             log(f"starting a Milvus server in {server.base_dir}")
-            shutil.rmtree(server.base_dir, ignore_errors=True)
-            server.base_dir.mkdir(parents=True)
-            server.start()
+            start_milvus(server)
             labels[server.process.pid] = "milvus server"
         log(f"starting Ray ({args.nodes} node{'s' if args.nodes > 1 else ''}, {args.cpus} CPUs)")
         cluster = RayCluster(args.nodes, args.cpus, Path(tempfile.mkdtemp(prefix="bcray_", dir="/tmp")),
@@ -927,16 +929,6 @@ def run_size(args: argparse.Namespace, target: int, workdir: Path, encoding: str
                            "runs": {}}
     base = f"{target}-{args.mode}-{args.store}-n{args.nodes}"
 
-    def command(workspace: Path) -> list[str]:
-        cmd = [sys.executable, "-m", "lightrag_ray.cli.main", "index", str(corpus.folder), "--workspace", str(workspace),
-               "--extraction-mode", args.mode, "--json", "--ray-address", cluster.address,
-               "--chunk-tokens", str(args.chunk_tokens), "--overlap-tokens", str(args.overlap_tokens)]
-        if llm is not None:
-            cmd += ["--llm-base-url", llm.url, "--llm-model", "scripted"]
-        if server is not None:
-            cmd += ["--milvus-uri", server.uri]
-        return cmd
-
     def fresh(name: str) -> tuple[Path, str, dict[str, str]]:
         workspace = workdir / "workspaces" / name
         shutil.rmtree(workspace, ignore_errors=True)
@@ -947,7 +939,7 @@ def run_size(args: argparse.Namespace, target: int, workdir: Path, encoding: str
         return workspace, prefix, driver_env(args, embeddings, prefix)
 
     def measured(name: str, label: str, workspace: Path, env: dict[str, str], kill_at: int | None = None) -> dict[str, Any]:
-        run = run_index(command(workspace), env, workspace.parent / f"{name}.{label.replace(' ', '_')}.log",
+        run = run_index(index_command(corpus.folder, workspace, args, cluster.address, llm, server), env, workspace.parent / f"{name}.{label.replace(' ', '_')}.log",
                         args.interval, labels, f"{target} {label}", kill_at=kill_at, workspace=workspace)
         run["totals"] = summarise_roles(run["roles"])
         chunks = run["report"].get("chunks") or 0

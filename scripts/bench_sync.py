@@ -27,7 +27,8 @@ from typing import Any
 
 from bench_corpus import (ROOT, HashEmbeddings, MilvusStandalone, RayCluster, ScriptedLLM, driver_env,
                           drop_collections, generate_corpus, graph_differences, load_settings, load_stored,
-                          log, machine_info, run_index)
+                          log, machine_info, run_index, start_milvus)
+from bench_corpus import index_command as corpus_index_command
 from bench_kit import command_line, write_json
 
 from lightrag_ray.config import ChunkingConfig
@@ -113,9 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     runs: dict[str, Any] = {}
     try:
         if server is not None:
-            shutil.rmtree(server.base_dir, ignore_errors=True)
-            server.base_dir.mkdir(parents=True)
-            server.start()
+            start_milvus(server)
         cluster = RayCluster(1, args.cpus, Path(tempfile.mkdtemp(prefix="bsray_", dir="/tmp")), 2000)
         info = machine_info(cluster)
         corpus = generate_corpus(workdir / "corpus", args.chunks, args.seed, args.chunk_tokens, args.overlap_tokens,
@@ -130,15 +129,7 @@ def main(argv: list[str] | None = None) -> None:
             return load_settings(overrides={"workspace": str(workdir / "ws" / workspace)}, environ={}).milvus_uri()
 
         def index_command(folder: str, workspace: str, *flags: str) -> list[str]:
-            command = [sys.executable, "-m", "lightrag_ray.cli.main", "index", folder, "--workspace",
-                       str(workdir / "ws" / workspace), "--extraction-mode", args.mode, "--json", "--ray-address",
-                       cluster.address, "--chunk-tokens", str(args.chunk_tokens), "--overlap-tokens",
-                       str(args.overlap_tokens), *flags]
-            if llm is not None:
-                command += ["--llm-base-url", llm.url, "--llm-model", "scripted"]
-            if server is not None:
-                command += ["--milvus-uri", server.uri]
-            return command
+            return corpus_index_command(folder, workdir / "ws" / workspace, args, cluster.address, llm, server, *flags)
 
         def run(label: str, folder: str, workspace: str, *flags: str, env_extra: dict[str, str] | None = None
                 ) -> dict[str, Any]:
