@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
 import string
@@ -41,7 +42,7 @@ from lightrag_ray.core.tokenizer import count_tokens, get_encoding  # noqa: E402
 from lightrag_ray.index.embedding_pool import EmbeddingPool  # noqa: E402
 from lightrag_ray.index.pipeline import IndexRun  # noqa: E402
 from lightrag_ray.index.stages.aliases import link_aliases  # noqa: E402
-from lightrag_ray.service.indexing import index_paths  # noqa: E402
+from lightrag_ray.service.indexing import WriterOnDemand  # noqa: E402
 from lightrag_ray.service.opening import with_shards  # noqa: E402
 from lightrag_ray.service.reshard import reshard_workspace  # noqa: E402
 from lightrag_ray.models.embedding import make_embedder  # noqa: E402
@@ -423,8 +424,8 @@ def prepare_workspace(router: GraphRouter, chunk_rows: list[dict[str, Any]], sto
     # included (their "name: description" texts are long and would not stand out).
     real = dict(zip((item["id"] for item in named), embedder.embed([item["text"].split("\n", 1)[0] for item in named])))
     shape = EmbeddingShape.fit(embedder, BOOK.read_text(encoding="utf-8"), seed)
-    run = IndexRun(settings, progress=None)  # creates the manifest from the settings, as indexing does
-    manifests.save(run.workspace, run.manifest.model_copy(  # merge_run commits
+    target = WriterOnDemand(settings)  # creates the manifest from the settings, as indexing does
+    manifests.save(target.workspace, target.read_manifest().model_copy(  # merge_run commits
         update={"embedding_dim": embedder.dim, "aliases_linked": True}))
     milvus = {}
     for name, store_settings in stores.items():
@@ -490,13 +491,17 @@ def stage_times(report: Any) -> dict[str, float]:
 @dataclass
 class Held:
     """What the Serve app holds open across inserts: the shards, embedding workers with the model
-    loaded and a vector sink (opened as the pipeline opens its own); seconds each took to open."""
+    loaded and a vector sink (opened as the pipeline opens its own); seconds each took to open.
+    An indexing run's kept target (index.target.RunTarget), as the Serve app's workspace is."""
 
+    settings: Settings
+    workspace: Workspace
     router: GraphRouter
     pool: EmbeddingPool
     sink: Any
     writers: list[Any]
     open_s: dict[str, float]
+    kept = True
 
     @classmethod
     def open(cls, settings: Settings, stores: list[Settings]) -> Held:
@@ -522,13 +527,44 @@ class Held:
                   "vectors": round(time.perf_counter() - loaded, 2)}
         log(f"opened for the warm add (not counted): shards loaded in {open_s['shards']} s, embedding workers "
             f"with the model loaded in {open_s['embedding_pool']} s, vector writer in {open_s['vectors']} s")
-        return cls(router, pool, sink, writers, open_s)
+        return cls(settings, Workspace(settings.workspace), router, pool, sink, writers, open_s)
+
+    def read_manifest(self) -> manifests.Manifest:
+        return manifests.open_for(self.workspace, manifests.settings_manifest(self.settings))
+
+    def graph(self, chunks: int, manifest: manifests.Manifest) -> GraphRouter:
+        return self.router
+
+    def vector_sink(self, dim: int, actor_options: dict[str, Any]) -> Any:
+        return self.sink
+
+    def finish_vectors(self) -> None:
+        self.sink.flush()
 
     def close(self) -> None:
         for writer in self.writers:
             writer.close()
         self.pool.close()
         self.router.close()
+
+
+class StoresOnDemand(WriterOnDemand):
+    """The workspace opened on demand for one run, as the CLI opens it, its vectors written to
+    every store (``--store lite server``)."""
+
+    def __init__(self, settings: Settings, stores: list[Settings]) -> None:
+        super().__init__(settings)
+        self.stores = stores
+        self.writers: list[Any] = []
+
+    def vector_sink(self, dim: int, actor_options: dict[str, Any]) -> Any:
+        sink, self.writers = open_sinks(self.stores, dim)
+        return sink
+
+    def finish_vectors(self) -> None:
+        for writer in self.writers:
+            writer.close()
+        self.writers = []
 
 
 def open_sinks(stores: list[Settings], dim: int) -> tuple[Any, list[Any]]:
@@ -553,19 +589,13 @@ def add_document(settings: Settings, path: Path, label: str, sim: ScriptedLLM, s
 
     before = manifests.load(Workspace(settings.workspace)).entities
     sim.reset()
-    writers: list[Any] = []
     started = time.perf_counter()
     if held:
-        report = index_paths([str(path)], settings, progress=say, router=held.router, embedding_pool=held.pool,
-                             vectors=held.sink)
-    elif len(stores) > 1:
-        sink, writers = open_sinks(stores, manifests.load(Workspace(settings.workspace)).embedding_dim)
-        report = index_paths([str(path)], settings, progress=say, vectors=sink)
+        report = IndexRun(held, progress=say, embedding_pool=held.pool).run([str(path)])
     else:
-        report = index_paths([str(path)], settings, progress=say)
+        with contextlib.closing(StoresOnDemand(settings, stores)) as target:
+            report = IndexRun(target, progress=say).run([str(path)])
     end = time.perf_counter()
-    for writer in writers:
-        writer.close()
     if report.docs_failed or report.chunks_failed:
         raise RuntimeError(f"indexing {path.name} failed: {report.errors[:2]}")
     requests = sim.snapshot()["counts"]

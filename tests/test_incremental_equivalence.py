@@ -1,6 +1,6 @@
 """Incremental indexing gives the graph of one run (real Ray, Milvus Lite, MiniLM, scripted
 LLM over HTTP): N documents inserted one by one -- each insert a fresh run as the CLI does,
-or all through one open GraphRouter as the Serve app does -- and N documents inserted and
+or all through one workspace opened as its writer, as the Serve app holds it -- and N documents inserted and
 one of them deleted, compared with the same documents indexed in one run.
 
 What is compared is what fresh shard actors load from each workspace (never its files, so
@@ -37,10 +37,11 @@ import pytest
 
 from lightrag_ray.config import Settings, load_settings
 from lightrag_ray.core.names import entity_key
+from lightrag_ray.models.embedding import make_embedder
 from lightrag_ray.service.deletion import delete_documents
 from lightrag_ray.service.indexing import index_paths
+from lightrag_ray.service.opening import open_workspace
 from lightrag_ray.storage import doc_status
-from lightrag_ray.storage.graph.writer import GraphRouter
 from lightrag_ray.storage.workspace import Workspace
 from tests.graph_helpers import Stored, graph_differences, load_stored, open_writer
 
@@ -125,14 +126,14 @@ def test_inserts_one_run_each_give_the_graph_of_one_run(ray_cluster, llm, corpus
 
 def test_inserts_through_one_open_router_give_the_graph_of_one_run(ray_cluster, llm, corpus, one_run, tmp_path):
     settings = build_settings(tmp_path / "ws", llm.url)
-    # as the Serve app's workspace owner holds it
-    router = GraphRouter(settings.workspace, settings.graph, settings.ray.namespace, keep_alive=True)
+    # as the Serve app's workspace owner holds it: shards and vector store open between the runs
+    opened = open_workspace(settings, "writer", keep_alive=True, embedding_dim=make_embedder(settings.embedding).dim)
     try:
         for i, path in enumerate(corpus):
-            index_one(settings, path, i + 1, router=router)
-        live = router.export()
+            index_one(settings, path, i + 1, opened=opened)
+        live = opened.graph_writer().export()
     finally:
-        router.close()
+        opened.close()
 
     stored = load_stored(settings)
     assert stored.graph == live  # what was persisted is what the warm shards held

@@ -167,6 +167,7 @@ def test_backends_that_use_a_processor() -> None:
 @pytest.mark.skipif(not NO_VLLM, reason="vLLM is installed here")
 def test_vllm_backend_without_vllm_fails_with_what_to_install(tmp_path) -> None:
     from lightrag_ray.index.pipeline import IndexRun
+    from lightrag_ray.service.indexing import WriterOnDemand
 
     with pytest.raises(ImportError) as info:
         require_vllm(_configs()[0])
@@ -176,7 +177,7 @@ def test_vllm_backend_without_vllm_fails_with_what_to_install(tmp_path) -> None:
         processor_config(*_configs())
     settings = Settings(workspace=str(tmp_path / "ws"), llm=_configs()[0])
     with pytest.raises(ImportError, match="ray\\[llm\\]"):
-        IndexRun(settings, progress=None)
+        IndexRun(WriterOnDemand(settings), progress=None)
     assert not (tmp_path / "ws").exists(), "nothing is written before the check"
     assert "vllm" not in sys.modules, "a CPU install never imports vllm"
 

@@ -24,7 +24,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from lightrag_ray.config import Settings
 from lightrag_ray.core.errors import required
 from lightrag_ray.core.sources import TEXT
 from lightrag_ray.index import executors
@@ -36,6 +35,7 @@ from lightrag_ray.index.run_stage import Resource, Stage
 from lightrag_ray.index.stages.commit import commit_graph
 from lightrag_ray.index.stages.embed import ChunkStamp, embed_graph_changes
 from lightrag_ray.index.stages.read import ReadFiles
+from lightrag_ray.index.target import RunTarget
 from lightrag_ray.index.sync import SourceSync
 from lightrag_ray.metrics.client import metrics
 from lightrag_ray.models.llm_processor import require_vllm
@@ -45,10 +45,8 @@ from lightrag_ray.storage import extraction_cache, sources
 from lightrag_ray.storage import manifest as manifests
 from lightrag_ray.storage.graph.writer import GraphRouter, WriteJob
 from lightrag_ray.storage.run_files import RunFiles, new_run_id, remove_stale_runs, stale_chunk_parts
-from lightrag_ray.storage.vector_contract import VectorStore
-from lightrag_ray.storage.vector_owner import VectorSink, open_vector_sink
+from lightrag_ray.storage.vector_owner import VectorSink
 from lightrag_ray.storage.vectors import add_text_search, delete_graph_vectors, is_server_uri, retire_vectors
-from lightrag_ray.storage.workspace import Workspace
 
 CANCELLED = "cancelled on request"
 # Vectors past which a run on Milvus Lite spends about as long indexing them alone (at close)
@@ -118,18 +116,13 @@ class IndexRun:
     """One run of the pipeline over a set of input paths."""
 
     def __init__(
-        self, settings: Settings, progress: Progress | None = print_progress,
-        router: GraphRouter | None = None, vectors: VectorSink | None = None,
+        self, target: RunTarget, progress: Progress | None = print_progress,
         display_names: dict[str, str] | None = None, niceness: int | None = None, stop: threading.Event | None = None,
-        embedding_pool: EmbeddingPool | None = None,
-        open_graph: Callable[[Settings, int, Workspace, manifests.Manifest], GraphRouter] | None = None,
-        prune: bool = False, display_kind: str = TEXT, relative_to: str | None = None,
-        workspace: Workspace | None = None,
+        embedding_pool: EmbeddingPool | None = None, prune: bool = False, display_kind: str = TEXT,
+        relative_to: str | None = None,
     ) -> None:
-        """``router``/``vectors``: the shards and the vector store a caller keeps open (the Serve
-        app), ``workspace``: its Workspace (None: the run builds its own); ``open_graph(settings, chunks, workspace, manifest)``: opens the workspace's shards
-        (with the run's Workspace and manifest) when the run has ``chunks`` to index and no ``router`` was given (service.indexing passes its writer's; the
-        run closes it);
+        """``target``: the workspace as its caller opened it (index.target); the run opens its
+        shards and vector sink through it when a stage first needs them, and closes neither;
         ``embedding_pool``: an open pool (model loaded) that the run leases and leaves open
         (None: the run starts its own and closes it);
         ``display_names``: file name -> name to record instead of the file's path, as inserted
@@ -139,11 +132,10 @@ class IndexRun:
         also answer queries; None: Ray's default; see ``niceness_options``); ``stop``: once set,
         the run stops after the current extraction batch (IndexCancelled); ``prune``: documents whose
         file lies under the given paths and is gone are removed (index.sync)."""
+        settings = target.settings
         require_vllm(settings.llm)  # before any work: one clear line when vLLM is missing
         self.settings = settings
-        self.router = router
-        self.open_graph = open_graph
-        self.vectors = vectors
+        self.target = target
         self.embedding_pool = embedding_pool
         self.display_names = display_names or {}
         self.niceness = niceness
@@ -155,19 +147,18 @@ class IndexRun:
         self.report = IndexReport()
         metrics().configure(settings.metrics)
         self.metrics = RunMetrics(settings.workspace)
-        self.workspace = workspace or Workspace(settings.workspace)
-        self.manifest = manifests.open_for(self.workspace, manifests.settings_manifest(settings))
+        self.workspace = target.workspace
+        self.manifest = target.read_manifest()
         self.task_args = {"num_cpus": settings.ray.task_cpus, **niceness_options(niceness)}
         self.paths: list[str] = []
         self.sync: SourceSync | None = None
         self.parts: executors.RunParts | None = None
         self.executor: executors.Executor | None = None
-        self.graph: GraphRouter | None = None  # open while the run needs it (a caller's, or the run's own)
+        self.graph: GraphRouter | None = None  # the target's, once a stage needs it
         self.pool: EmbeddingPool | None = None
-        self.job: WriteJob | None = None  # the write job of a caller's graph
+        self.job: WriteJob | None = None  # the write job of a kept target's graph
         self._resources: contextlib.ExitStack | None = None
         self._job_scope: contextlib.ExitStack | None = None
-        self._own_vectors: VectorStore | None = None  # the run's own vector writer, closed by "finish vectors"
 
     # ---- the run --------------------------------------------------------------------
     def stages(self) -> list[Stage]:
@@ -276,27 +267,24 @@ class IndexRun:
             stack.callback(self.pool.close)  # a caller's pool stays up: this run holds a lease of it
             self._parts.embed_workers, self._parts.embed_batch = self.pool.workers, self.pool.batch_size
         elif resource == "graph" and self.graph is None:
-            self.graph = self.router or self._open_graph()
-            if self.graph is not self.router:
-                stack.callback(self.graph.close)
+            self.graph = self.target.graph(self.report.chunks, self.manifest)
             self.manifest = self.manifest.model_copy(update={"num_shards": self.graph.num_shards})
             self._parts.shards = self.graph.handles
         elif resource == "vectors" and self._parts.sink is None:
             assert self.pool is not None  # opened before: the sink needs the model's dimension
-            self._parts.sink, self._own_vectors = self._vector_sink(self.pool)
-            stack.callback(self._close_own_vectors)
+            self._parts.sink = self._vector_sink(self.pool)
             self._add_text_search()
             version = self.manifest.graph_version + 1  # what this run commits
             self._parts.stamp = ChunkStamp(version, frozenset(self._synced.moved_docs))
         elif resource == "job" and self._job_scope is None:
             self._job_scope = stack.enter_context(contextlib.ExitStack())
-            # A caller's router (the Serve app's) has readers: they see the graph of the last
+            # A kept target (the Serve app's) has readers: they see the graph of the last
             # finished run, published once it is committed (before its documents count as
             # processed), and the chunk vectors of that version (ChunkStamp; old versions' rows
             # are retired at this one and deleted once it is published); a run that fails or is
             # cancelled is undone (its extractions stay cached, so running it again costs no LLM
-            # call). A run's own shards have no readers until it ends.
-            if self._router is self.router:
+            # call). Shards opened for the run have no readers until it ends.
+            if self.target.kept:
                 self.job = self._job_scope.enter_context(self._router.job())
                 self.job.if_rolled_back(self._vectors_dropper(self._parts))  # the run's chunks are known now
 
@@ -305,11 +293,6 @@ class IndexRun:
         if resource == "job" and self._job_scope is not None:
             self._job_scope.close()
             self.job = None
-
-    def _close_own_vectors(self) -> None:
-        if self._own_vectors is not None:
-            self._own_vectors.close()
-            self._own_vectors = None
 
     def preview(self, paths: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """What ``run(paths)`` would add, replace, move and remove (every source named, with the
@@ -484,19 +467,16 @@ class IndexRun:
             self.say(f"linked name variants: {self.report.alias_links} alias links ({time.monotonic() - started:.1f} s)")
 
     def _finish_vectors(self) -> None:
-        """The run's rows searchable before the commit. The run's own vector writer is closed:
-        a Milvus Lite owner then flushes and indexes the run's vectors alone (docs/configuration.md:
-        past ~50k vectors, as long as their embedding, and growing faster); a server's client
-        closes at once. A caller's store stays open (its lookups go on): its rows are flushed."""
-        if self._own_vectors is None:
-            self._parts.vector_sink.flush()
-            return
-        lite = not is_server_uri(self.settings.milvus_uri())
+        """The run's rows searchable before the commit (RunTarget.finish_vectors). A store opened
+        for the run closes: a Milvus Lite owner then flushes and indexes the run's vectors alone
+        (docs/configuration.md: past ~50k vectors, as long as their embedding, and growing
+        faster); a server's client closes at once. A kept store flushes (its lookups go on)."""
+        lite = not self.target.kept and not is_server_uri(self.settings.milvus_uri())
         if lite:
             self.say(f"Milvus Lite: indexing this run's {self.report.vectors_upserted} vectors (one process owns "
                      "the file; a Milvus server at vectors.uri indexes while the embedding actors insert)")
         started = time.monotonic()
-        self._close_own_vectors()
+        self.target.finish_vectors()
         seconds = time.monotonic() - started
         if lite and self.report.vectors_upserted >= LITE_ADVICE_VECTORS:
             self.say(f"Milvus Lite indexed {self.report.vectors_upserted} vectors in {seconds:.0f} s; for runs of this "
@@ -532,19 +512,10 @@ class IndexRun:
         if self.stop is not None and self.stop.is_set():
             raise IndexCancelled(CANCELLED)
 
-    def _open_graph(self) -> GraphRouter:
-        if self.open_graph is None:
-            raise ValueError("an index run needs the workspace's graph: pass router= or open_graph= "
-                             "(lightrag_ray.service.indexing.index_paths does)")
-        return self.open_graph(self.settings, self.report.chunks, self.workspace, self.manifest)
-
-    def _vector_sink(self, pool: EmbeddingPool) -> tuple[VectorSink, VectorStore | None]:
-        """Where the embedding actors store vectors: the caller's, or one opened for this run
-        (with the writer that owns it, closed by the run). The model's dimension must be the
-        one the workspace's vectors were stored with."""
+    def _vector_sink(self, pool: EmbeddingPool) -> VectorSink:
+        """Where the embedding actors store vectors (the target's). The model's dimension must
+        be the one the workspace's vectors were stored with."""
         dim = pool.warm_up()
         manifests.check_embedding_dim(self.manifest, dim, self.settings.embedding.model)
         self.manifest = self.manifest.model_copy(update={"embedding_dim": dim})
-        if self.vectors is not None:
-            return self.vectors, None
-        return open_vector_sink(self.settings, dim, actor_options=niceness_options(self.niceness))
+        return self.target.vector_sink(dim, niceness_options(self.niceness))

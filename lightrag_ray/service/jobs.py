@@ -23,10 +23,8 @@ from lightrag_ray.index.embedding_pool import KeptEmbeddingPool
 from lightrag_ray.index.pipeline import IndexCancelled
 from lightrag_ray.index.stages.chunk import document_row
 from lightrag_ray.service.indexing import index_paths
+from lightrag_ray.service.opening import OpenWorkspace
 from lightrag_ray.storage import doc_status, sources
-from lightrag_ray.storage.graph.writer import GraphRouter
-from lightrag_ray.storage.vector_owner import VectorSink
-from lightrag_ray.storage.workspace import Workspace
 
 PENDING, PROCESSING, DUPLICATED, CANCELLED = "pending", "processing", "duplicated", "cancelled"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -59,12 +57,12 @@ class InsertJobs:
     (holding ``write_lock``) through the indexing pipeline with the workspace's open shards,
     vector store and embedding workers."""
 
-    def __init__(self, settings: Settings, workspace: Workspace, graph: GraphRouter, sink: VectorSink,
-                 embedding_pool: KeptEmbeddingPool) -> None:
-        self.settings = settings
-        self.workspace = workspace
-        self.graph = graph
-        self.sink = sink
+    def __init__(self, opened: OpenWorkspace, embedding_pool: KeptEmbeddingPool) -> None:
+        """``opened``: the workspace as its writer, with a vector sink, kept open by the caller."""
+        self.opened = opened
+        self.settings = opened.settings
+        self.workspace = opened.workspace
+        self.graph = opened.graph_writer()
         self.embedding_pool = embedding_pool  # the workers, started by the first insert job
         self.write_lock = threading.Lock()
         self.stop = threading.Event()  # set to cancel the running job
@@ -147,8 +145,7 @@ class InsertJobs:
                           "display_kind": UPLOAD if track_id.startswith("upload") else TEXT})
                 report = index_paths(
                     inputs.pop("paths"), self.settings, progress=lambda message: LOG.info("%s: %s", track_id, message),
-                    router=self.graph, vectors=self.sink, workspace=self.workspace,
-                    embedding_pool=self.embedding_pool.get(niceness),
+                    opened=self.opened, embedding_pool=self.embedding_pool.get(niceness),
                     niceness=niceness, stop=self.stop, **inputs,
                 )
             except IndexCancelled:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from lightrag_ray.config import Settings
 from lightrag_ray.core.errors import required
@@ -55,9 +55,37 @@ class OpenWorkspace:
         """The writer's router (opened for a writer or a session)."""
         return required(self.router, "the shards' router (the workspace was opened as a reader)")
 
+    def writer_sink(self) -> VectorSink:
+        """Where the embedding actors store vectors (opened for a writer given a dimension)."""
+        return required(self.sink, "a vector sink (open the workspace as its writer with embedding_dim)")
+
     def vector_store(self) -> VectorStore:
         """The vector store opened in this process."""
         return required(self.vectors, "a vector store in this process")
+
+    # ---- as an indexing run's target (index.target.RunTarget): a writer's parts its caller keeps
+    @property
+    def kept(self) -> bool:
+        """Open before the run and after it (the Serve app's owner: readers see its graph)."""
+        return True
+
+    def read_manifest(self) -> manifests.Manifest:
+        """The manifest as it is now (deletes and graph edits commit between runs), checked
+        against the settings; kept as ``manifest``."""
+        self.manifest = manifests.open_for(self.workspace, manifests.settings_manifest(self.settings))
+        return self.manifest
+
+    def graph(self, chunks: int, manifest: manifests.Manifest) -> GraphRouter:
+        """The router opened with the workspace (its shard count is recorded)."""
+        return self.graph_writer()
+
+    def vector_sink(self, dim: int, actor_options: dict[str, Any]) -> VectorSink:
+        """The sink opened with the workspace (for the embedder's dimension it was opened with)."""
+        return self.writer_sink()
+
+    def finish_vectors(self) -> None:
+        """The run's vectors flushed: the store stays open for the lookups."""
+        self.writer_sink().flush()
 
     def close(self) -> None:
         """Stop the shard actors this process owns and release the vector store."""

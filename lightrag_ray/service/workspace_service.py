@@ -51,10 +51,8 @@ class WorkspaceService(InsertJobs):
         """``embedding_pool``: the insert jobs' embedding workers, shared with other workspaces
         (the caller closes it); None: this service's own, closed with it."""
         self.opened = open_workspace(settings, "writer", keep_alive=True, embedding_dim=embedder.dim)
-        assert self.opened.router is not None and self.opened.sink is not None  # a writer given a dimension
         self.owns_pool = embedding_pool is None
-        super().__init__(self.opened.settings, self.opened.workspace, self.opened.router, self.opened.sink,
-                         embedding_pool or KeptEmbeddingPool(settings.embedding, settings.metrics))
+        super().__init__(self.opened, embedding_pool or KeptEmbeddingPool(settings.embedding, settings.metrics))
         self.vectors = self.opened.vector_store()  # deletes and graph edits write, and Lite lookups read, through it
         self.embedder = embedder  # deletes and graph edits; insert jobs embed with ``embedding_pool``
         quiet_ray_data(not settings.ray.verbose)  # job progress goes to LOG, not Ray Data's bars
