@@ -39,8 +39,8 @@ KINDS = ("extract", "glean", "summary", "keywords", "answer")
 RAY_DEFAULT_ACTORS, RAY_DEFAULT_PER_ACTOR, HKU_DEFAULT = 2, 16, 4
 
 sys.path.insert(0, str(ROOT))
-from bench_kit import (TreeMemory, child_env, command_line, line_seconds, pyplot, save_plot, stage_name,  # noqa: E402
-                       start_ray, stop_ray, write_json)  # stdlib only at import, as this module
+from bench_kit import (TreeMemory, child_env, command_line, line_seconds, offline, pyplot, save_plot,  # noqa: E402
+                       stage_name, start_ray, stop_ray, write_json)  # stdlib only at import, as this module
 
 
 # ---- corpus ---------------------------------------------------------------------------
@@ -73,9 +73,7 @@ def write_ray_input(docs: list[tuple[str, str]], folder: Path) -> Path:
 # ---- children ---------------------------------------------------------------------------
 def ray_settings(cfg: dict[str, Any]) -> Any:
     """lightrag-ray Settings of a child: cfg["workspace"], its own local Ray, the simulator at cfg["base_url"]."""
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    offline()
     from lightrag_ray.config import load_settings
 
     overrides = {
