@@ -22,7 +22,6 @@ import json
 import os
 import random
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -50,8 +49,9 @@ DATA = ROOT.parent / "shared" / "data"
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 import ray  # noqa: E402
-from bench_kit import (MIB, ActorTable, Poller, child_env, cpu_seconds, is_ray_worker, logger, machine,  # noqa: E402
-                       markdown, percentiles_ms, pyplot, pythonpath, ray_worker_role, start_ray, stop_ray, write_json)
+from bench_kit import (MIB, ActorTable, Poller, child_env, command_line, cpu_seconds, is_ray_worker,  # noqa: E402
+                       logger, machine, markdown, percentiles_ms, pyplot, pythonpath, ray_worker_role, start_ray,
+                       stop_ray, write_json)
 
 from lightrag_ray.config import ENV_PREFIX, load_settings  # noqa: E402
 from lightrag_ray.index.documents import parse_file  # noqa: E402
@@ -155,18 +155,18 @@ class DocumentSource:
         self.next_piece = 0
         self.next_sample = 0
 
-    def _copy(self, key: str, text: str) -> str:
+    def _copy(self, key: str, text: str) -> tuple[str, int]:
+        """``text`` and its copy number: 0 the first time, then a ``(soak copy N)`` line first."""
         copy = self.used[key]
         self.used[key] += 1
-        return text if copy == 0 else f"(soak copy {copy})\n\n{text}"
+        return (text if copy == 0 else f"(soak copy {copy})\n\n{text}"), copy
 
     def piece(self, route: str, suffix: str = ".txt") -> Doc:
         """The next Christmas Carol piece, sent by ``route`` (as a file of ``suffix`` for uploads)."""
         number = self.next_piece % len(self.pieces)
         self.next_piece += 1
         key = f"carol-{number:03d}"
-        text = self._copy(key, self.pieces[number])
-        copy = self.used[key] - 1
+        text, copy = self._copy(key, self.pieces[number])
         name = f"{key}{f'-copy{copy}' if copy else ''}.txt"
         return Doc(name, ".txt" if route == "/documents/text" else suffix, text.encode("utf-8"), route)
 
@@ -174,8 +174,7 @@ class DocumentSource:
         """The next sample document, as a .md upload."""
         path = self.samples[self.next_sample % len(self.samples)]
         self.next_sample += 1
-        text = self._copy(path.name, path.read_text(encoding="utf-8"))
-        copy = self.used[path.name] - 1
+        text, copy = self._copy(path.name, path.read_text(encoding="utf-8"))
         name = path.name if not copy else f"{path.stem}-copy{copy}.md"
         return Doc(name, ".md", text.encode("utf-8"), "/documents/upload")
 
@@ -656,16 +655,14 @@ class Faults:
 def marked_pids(marker: str) -> list[int]:
     """Processes whose environment holds this run's marker (as tests/test_cli_edges.py finds them)."""
     needle = f"{MARKER_ENV}={marker}".encode()
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
+
+    def marked(proc: Path) -> bool:
         try:
-            if needle in (proc / "environ").read_bytes():
-                found.append(int(proc.name))
+            return needle in (proc / "environ").read_bytes()
         except OSError:  # gone, or not ours
-            continue
-    return found
+            return False
+
+    return [int(proc.name) for proc in Path("/proc").iterdir() if proc.name.isdigit() and marked(proc)]
 
 
 class ProcessSampler(Poller):
@@ -1228,8 +1225,7 @@ def _stop_on_sigterm(signum: int, frame: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
-    given = argv if argv is not None else sys.argv[1:]
-    command = shlex.join(["python", "scripts/soak.py", *given])
+    command = command_line("soak.py", argv)
     marker = uuid.uuid4().hex
     os.environ[MARKER_ENV] = marker  # before Ray, Milvus and the subprocesses start: they all inherit it
     workdir = Path(args.workdir).resolve() if args.workdir else Path(tempfile.mkdtemp(prefix="soak_"))
