@@ -428,15 +428,9 @@ def stage_intervals(lines: list[tuple[float, str]], exit_s: float) -> list[dict[
         gaps.append({"name": "finishing", "start": covered, "end": exit_s, "lines": 0,
                      "last_line": "(after the last line: commit, documents' status, exit)"})
     rows = sorted(rows + gaps, key=lambda s: (s["start"], s.get("first", s["start"])))
-    result = []
-    for s in rows:
-        row = {"stage": STAGE_LABELS.get(s["name"], s["name"]), "start_s": round(s["start"], 2),
-               "end_s": round(s["end"], 2), "seconds": round(s["end"] - s["start"], 2),
-               "last_line": s["last_line"], "progress": bool(s["lines"])}
-        if "items" in s:
-            row["items"], row["unit"] = s["items"], s["unit"]
-        result.append(row)
-    return result
+    return [{"stage": STAGE_LABELS.get(s["name"], s["name"]), "start_s": round(s["start"], 2),
+             "end_s": round(s["end"], 2), "seconds": round(s["end"] - s["start"], 2), "last_line": s["last_line"],
+             "progress": bool(s["lines"]), **{key: s[key] for key in ("items", "unit") if key in s}} for s in rows]
 
 
 def stage_rows(report: dict[str, Any], lines: list[tuple[float, str]], exit_s: float) -> tuple[list[dict[str, Any]], str]:

@@ -524,8 +524,7 @@ def main(argv: list[str] | None = None) -> None:
                     rows.append(row)
                     continue
                 counts = sim_get(url, "/admin/counts")
-                row.update(result)
-                row.update({"requests": counts["counts"], "requests_total": counts["total"],
+                row.update({**result, "requests": counts["counts"], "requests_total": counts["total"],
                             "max_in_flight": counts["max_in_flight"], "peak_rss_mib": peak / 2**20,
                             "wall_s": round(result["wall_s"], 1)})
                 row["ideal_s"] = ideal_seconds(row, args.latency, throughput)
