@@ -739,14 +739,13 @@ def plot(series: list[tuple[str, list[dict[str, Any]]]], path: Path, title: str)
         axes[1].plot(xs, [r["chunks_per_s"] for _, r in runs], marker="o", label=f"{tag}whole run (wall)")
     if not last:
         return False
-    axes[0].set_ylabel("peak RSS (MiB)")
-    axes[1].set_ylabel("chunks/s")
     names = list(dict.fromkeys(s["stage"] for _, r in last for s in r["stages"] if s["seconds"] > 0))
     for name in names:
         points = [(x, s["seconds"]) for x, r in last for s in r["stages"] if s["stage"] == name]
         axes[2].plot(*zip(*points), marker="o", label=name)
-    axes[2].set_ylabel("stage wall time (s)")
-    for ax, name in zip(axes, ("Peak RSS", "Indexing throughput", "Stages")):
+    for ax, name, unit in zip(axes, ("Peak RSS", "Indexing throughput", "Stages"),
+                              ("peak RSS (MiB)", "chunks/s", "stage wall time (s)")):
+        ax.set_ylabel(unit)
         ax.set_xscale("log")
         ax.set_xlabel("chunks")
         ax.set_ylim(bottom=0)
@@ -865,11 +864,9 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         if cluster is not None:
             cluster.shutdown()
-        if server is not None:
-            server.stop()
-        if llm is not None:
-            llm.stop()
-        embeddings.stop()
+        for service in (server, llm, embeddings):
+            if service is not None:
+                service.stop()
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
 

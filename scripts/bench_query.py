@@ -83,8 +83,7 @@ def corpus_questions(corpus: str, docs: list[tuple[str, str]], n: int) -> list[s
     path = QUESTION_FILES.get(corpus)
     if path is None:
         return generated_questions("\n\n".join(text for _, text in docs), n)
-    questions = [str(q["question"]) for q in json.loads(path.read_text(encoding="utf-8"))]
-    return questions[:n]
+    return [str(q["question"]) for q in json.loads(path.read_text(encoding="utf-8"))][:n]
 
 
 # ---- measurement (runs in both children) --------------------------------------------------
