@@ -256,7 +256,9 @@ class IndexRun:
 
     # ---- resources -------------------------------------------------------------------
     def _open(self, resource: Resource) -> None:
-        """Open ``resource`` unless it is open (closed when the run ends, LIFO)."""
+        """Open ``resource`` unless it is open: the shards and the vector sink through the target
+        (its caller closes them), the embedding pool's lease and the write job closed when the
+        run ends."""
         stack = self._resources
         assert stack is not None  # only inside run()
         if resource == "ray":
