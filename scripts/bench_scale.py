@@ -42,8 +42,8 @@ from lightrag_ray.core.tokenizer import count_tokens, get_encoding  # noqa: E402
 from lightrag_ray.index.embedding_pool import EmbeddingPool  # noqa: E402
 from lightrag_ray.index.pipeline import IndexRun  # noqa: E402
 from lightrag_ray.index.stages.aliases import link_aliases  # noqa: E402
-from lightrag_ray.service.indexing import WriterOnDemand  # noqa: E402
-from lightrag_ray.service.opening import with_shards  # noqa: E402
+from lightrag_ray.service.indexing import WriterOnDemand, index_paths  # noqa: E402
+from lightrag_ray.service.opening import OpenWorkspace, with_shards  # noqa: E402
 from lightrag_ray.service.reshard import reshard_workspace  # noqa: E402
 from lightrag_ray.models.embedding import make_embedder  # noqa: E402
 from lightrag_ray.query.engine import QueryParam  # noqa: E402
@@ -424,8 +424,8 @@ def prepare_workspace(router: GraphRouter, chunk_rows: list[dict[str, Any]], sto
     # included (their "name: description" texts are long and would not stand out).
     real = dict(zip((item["id"] for item in named), embedder.embed([item["text"].split("\n", 1)[0] for item in named])))
     shape = EmbeddingShape.fit(embedder, BOOK.read_text(encoding="utf-8"), seed)
-    target = WriterOnDemand(settings)  # creates the manifest from the settings, as indexing does
-    manifests.save(target.workspace, target.read_manifest().model_copy(  # merge_run commits
+    workspace = Workspace(settings.workspace)  # the manifest created from the settings, as indexing does
+    manifests.save(workspace, manifests.open_for_settings(workspace, settings).model_copy(  # merge_run commits
         update={"embedding_dim": embedder.dim, "aliases_linked": True}))
     milvus = {}
     for name, store_settings in stores.items():
@@ -490,18 +490,14 @@ def stage_times(report: Any) -> dict[str, float]:
 
 @dataclass
 class Held:
-    """What the Serve app holds open across inserts: the shards, embedding workers with the model
-    loaded and a vector sink (opened as the pipeline opens its own); seconds each took to open.
-    An indexing run's kept target (index.target.RunTarget), as the Serve app's workspace is."""
+    """What the Serve app holds open across inserts: the workspace opened as its writer (shards
+    and vector sink, the run's kept target), embedding workers with the model loaded; seconds
+    each took to open."""
 
-    settings: Settings
-    workspace: Workspace
-    router: GraphRouter
+    opened: OpenWorkspace
     pool: EmbeddingPool
-    sink: Any
     writers: list[Any]
     open_s: dict[str, float]
-    kept = True
 
     @classmethod
     def open(cls, settings: Settings, stores: list[Settings]) -> Held:
@@ -527,25 +523,15 @@ class Held:
                   "vectors": round(time.perf_counter() - loaded, 2)}
         log(f"opened for the warm add (not counted): shards loaded in {open_s['shards']} s, embedding workers "
             f"with the model loaded in {open_s['embedding_pool']} s, vector writer in {open_s['vectors']} s")
-        return cls(settings, Workspace(settings.workspace), router, pool, sink, writers, open_s)
-
-    def read_manifest(self) -> manifests.Manifest:
-        return manifests.open_for(self.workspace, manifests.settings_manifest(self.settings))
-
-    def graph(self, chunks: int, manifest: manifests.Manifest) -> GraphRouter:
-        return self.router
-
-    def vector_sink(self, dim: int, actor_options: dict[str, Any]) -> Any:
-        return self.sink
-
-    def finish_vectors(self) -> None:
-        self.sink.flush()
+        workspace = Workspace(settings.workspace)
+        opened = OpenWorkspace(settings, workspace, manifests.load(workspace), router=router, sink=sink)
+        return cls(opened, pool, writers, open_s)
 
     def close(self) -> None:
         for writer in self.writers:
             writer.close()
         self.pool.close()
-        self.router.close()
+        self.opened.close()  # the shards (the writers own the stores)
 
 
 class StoresOnDemand(WriterOnDemand):
@@ -591,7 +577,7 @@ def add_document(settings: Settings, path: Path, label: str, sim: ScriptedLLM, s
     sim.reset()
     started = time.perf_counter()
     if held:
-        report = IndexRun(held, progress=say, embedding_pool=held.pool).run([str(path)])
+        report = index_paths([str(path)], settings, progress=say, opened=held.opened, embedding_pool=held.pool)
     else:
         with contextlib.closing(StoresOnDemand(settings, stores)) as target:
             report = IndexRun(target, progress=say).run([str(path)])

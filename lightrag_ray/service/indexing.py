@@ -36,7 +36,7 @@ class WriterOnDemand:
 
     def read_manifest(self) -> manifests.Manifest:
         """The manifest, created from the settings for a new workspace, else checked against them."""
-        return manifests.open_for(self.workspace, manifests.settings_manifest(self.settings))
+        return manifests.open_for_settings(self.workspace, self.settings)
 
     def graph(self, chunks: int, manifest: manifests.Manifest) -> GraphRouter:
         """The shards, the workspace opened as its writer (with this Workspace and ``manifest``)."""

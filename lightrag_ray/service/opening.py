@@ -72,7 +72,7 @@ class OpenWorkspace:
     def read_manifest(self) -> manifests.Manifest:
         """The manifest as it is now (deletes and graph edits commit between runs), checked
         against the settings; kept as ``manifest``."""
-        self.manifest = manifests.open_for(self.workspace, manifests.settings_manifest(self.settings))
+        self.manifest = manifests.open_for_settings(self.workspace, self.settings)
         return self.manifest
 
     def graph(self, chunks: int, manifest: manifests.Manifest) -> GraphRouter:
@@ -142,7 +142,7 @@ def open_workspace(settings: Settings, role: Role, *, keep_alive: bool = False,
         raise ValueError(f"unknown role {role!r}; one of {', '.join(ROLES)}")
     workspace = workspace or Workspace(settings.workspace)
     if manifest is None:
-        manifest = (manifests.open_for(workspace, manifests.settings_manifest(settings)) if role == "writer"
+        manifest = (manifests.open_for_settings(workspace, settings) if role == "writer"
                     else manifests.load(workspace))
     if role == "session" and not manifest.is_indexed():
         raise FileNotFoundError(f"{settings.workspace} holds no index yet; run `lightrag-ray index` first")

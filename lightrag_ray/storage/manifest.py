@@ -86,6 +86,11 @@ def open_for(workspace: Workspace, wanted: Manifest) -> Manifest:
     return manifest
 
 
+def open_for_settings(workspace: Workspace, settings: Settings) -> Manifest:
+    """The manifest a writer with ``settings`` works with (``open_for`` their binding fields)."""
+    return open_for(workspace, settings_manifest(settings))
+
+
 def check_embedding_dim(manifest: Manifest, dim: int, model: str | None = None) -> None:
     """Refuse an embedder whose dimension differs from the one the vectors were stored with."""
     if manifest.embedding_dim not in (None, dim):
